@@ -1,0 +1,497 @@
+//! Stage 1, `load`: repo files → typed, defaulted and validated objects ([`Loaded`]).
+//!
+//! Every file is split into documents, every document is parsed on its own (spread
+//! over the cores with rayon), then the results are classified in file order so the
+//! first error reported is always the same one. Any error fails the whole revision:
+//! a plan is never built from half a repo.
+
+mod scope;
+mod split;
+mod validate;
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::model::autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
+use crate::model::cluster::{Cluster, ClusterSpec};
+use crate::model::{
+    Limits, Loaded, Named, ObjectKey, Origin, OverrideSpec, PropagationSpec, RepoFiles, Template,
+};
+
+pub use split::{Chunk, split};
+
+/// Why a revision could not be loaded. Messages name the file, document and line; none
+/// of them quotes document content, so Secret values never reach error text.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LoadError {
+    /// A file is over [`Limits::max_file_bytes`].
+    #[error("{file}: {size} bytes is over the limit of {limit} bytes for one file")]
+    FileTooLarge {
+        /// Repo-relative path.
+        file: String,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// All manifests together are over [`Limits::max_total_bytes`].
+    #[error("the repository's manifests add up to more than {limit} bytes")]
+    RepoTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// A file is not UTF-8.
+    #[error("{file}: not valid UTF-8 (invalid byte at offset {offset})")]
+    NotUtf8 {
+        /// Repo-relative path.
+        file: String,
+        /// Offset of the first invalid byte.
+        offset: usize,
+    },
+    /// A file has more than [`Limits::max_documents_per_file`] documents.
+    #[error("{file}: more than {limit} YAML documents")]
+    TooManyDocuments {
+        /// Repo-relative path.
+        file: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// One document is over [`Limits::max_document_bytes`].
+    #[error("{origin}: {size} bytes is over the limit of {limit} bytes for one document")]
+    DocumentTooLarge {
+        /// The document.
+        origin: Origin,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The YAML does not parse, breaks a budget (depth, nodes, aliases), or does not
+    /// fit the typed shape of a Karmada object.
+    #[error("{file}: document {document}: {message}")]
+    Parse {
+        /// Repo-relative path.
+        file: String,
+        /// 1-based document index.
+        document: usize,
+        /// Parser message, with the absolute line and column.
+        message: String,
+    },
+    /// The document parses but breaks a rule (missing name, invalid policy field, …).
+    #[error("{origin}: {message}")]
+    Invalid {
+        /// The document.
+        origin: Origin,
+        /// What is wrong, with the field path.
+        message: String,
+    },
+    /// Two documents declare the same object.
+    #[error("{key} is declared twice: {first} and {second}")]
+    Duplicate {
+        /// The object.
+        key: ObjectKey,
+        /// The first declaration.
+        first: Origin,
+        /// The second declaration.
+        second: Origin,
+    },
+}
+
+/// What one document turned out to be.
+#[derive(Debug)]
+enum Parsed {
+    Template(Value),
+    Propagation(Named<PropagationSpec>),
+    Override(Named<OverrideSpec>),
+    Cluster(Cluster),
+    FederatedHpa(Named<FederatedHpaSpec>),
+    CronFederatedHpa(Named<CronFederatedHpaSpec>),
+}
+
+/// Loads every manifest of a revision. See the module docs.
+pub fn load(files: &RepoFiles, limits: &Limits) -> Result<Loaded, LoadError> {
+    let chunks = split_files(files, limits)?;
+    let parsed: Vec<Result<Vec<(Origin, Parsed)>, LoadError>> = chunks
+        .par_iter()
+        .map(|(file, chunk)| parse_document(file, chunk, limits))
+        .collect();
+    let mut loaded = Loaded::default();
+    let mut raw_templates = Vec::new();
+    for result in parsed {
+        for (origin, doc) in result? {
+            match doc {
+                Parsed::Template(object) => raw_templates.push((origin, object)),
+                Parsed::Propagation(p) => loaded.propagation_policies.push(p),
+                Parsed::Override(o) => loaded.override_policies.push(o),
+                Parsed::Cluster(c) => loaded.clusters.push(c),
+                Parsed::FederatedHpa(h) => loaded.federated_hpas.push(h),
+                Parsed::CronFederatedHpa(h) => loaded.cron_federated_hpas.push(h),
+            }
+        }
+    }
+    loaded.templates = templates(raw_templates)?;
+    finish(&mut loaded)?;
+    Ok(loaded)
+}
+
+fn split_files<'a>(
+    files: &'a RepoFiles,
+    limits: &Limits,
+) -> Result<Vec<(&'a str, Chunk<'a>)>, LoadError> {
+    let mut total = 0usize;
+    let mut out = Vec::new();
+    for (path, bytes) in files
+        .files
+        .iter()
+        .filter(|(p, _)| RepoFiles::is_manifest_path(p))
+    {
+        if bytes.len() > limits.max_file_bytes {
+            return Err(LoadError::FileTooLarge {
+                file: path.clone(),
+                size: bytes.len(),
+                limit: limits.max_file_bytes,
+            });
+        }
+        total += bytes.len();
+        if total > limits.max_total_bytes {
+            return Err(LoadError::RepoTooLarge {
+                limit: limits.max_total_bytes,
+            });
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| LoadError::NotUtf8 {
+            file: path.clone(),
+            offset: e.valid_up_to(),
+        })?;
+        let chunks = split(text);
+        if chunks.len() > limits.max_documents_per_file {
+            return Err(LoadError::TooManyDocuments {
+                file: path.clone(),
+                limit: limits.max_documents_per_file,
+            });
+        }
+        out.extend(chunks.into_iter().map(|c| (path.as_str(), c)));
+    }
+    Ok(out)
+}
+
+fn parse_options(limits: &Limits) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = limits.max_depth;
+    budget.max_nodes = limits.max_nodes;
+    budget.max_aliases = limits.max_aliases;
+    budget.max_documents = 1;
+    let mut alias_limits = serde_saphyr::options::AliasLimits::default();
+    alias_limits.max_total_replayed_events = limits.max_nodes;
+    // Kubernetes reads YAML 1.1 (sigs.k8s.io/yaml on go-yaml v2): `0644` is octal and
+    // `yes`/`on` are booleans. Snippets are off so no source text reaches an error.
+    serde_saphyr::options! {
+        budget: Some(budget),
+        alias_limits: alias_limits,
+        legacy_octal_numbers: true,
+        with_snippet: false,
+    }
+}
+
+fn parse_error(file: &str, chunk: &Chunk<'_>, err: &serde_saphyr::Error) -> LoadError {
+    let options = serde_saphyr::render_options! {
+        line_offset: (chunk.line - 1) as u64,
+        snippets: serde_saphyr::SnippetMode::Off,
+    };
+    LoadError::Parse {
+        file: file.to_owned(),
+        document: chunk.document,
+        message: err.render_with_options(options),
+    }
+}
+
+fn parse_as<T: DeserializeOwned>(
+    file: &str,
+    chunk: &Chunk<'_>,
+    limits: &Limits,
+) -> Result<T, LoadError> {
+    serde_saphyr::from_str_with_options(chunk.text, parse_options(limits))
+        .map_err(|e| parse_error(file, chunk, &e))
+}
+
+fn parse_document(
+    file: &str,
+    chunk: &Chunk<'_>,
+    limits: &Limits,
+) -> Result<Vec<(Origin, Parsed)>, LoadError> {
+    let origin = Origin {
+        file: file.to_owned(),
+        document: chunk.document,
+        line: chunk.line,
+    };
+    if chunk.text.len() > limits.max_document_bytes {
+        return Err(LoadError::DocumentTooLarge {
+            origin,
+            size: chunk.text.len(),
+            limit: limits.max_document_bytes,
+        });
+    }
+    let value: Value = parse_as(file, chunk, limits)?;
+    if value.is_null() {
+        return Ok(Vec::new());
+    }
+    let invalid = |message: String| LoadError::Invalid {
+        origin: origin.clone(),
+        message,
+    };
+    let api_version = required_str(&value, "apiVersion").map_err(invalid)?;
+    let kind = required_str(&value, "kind").map_err(invalid)?;
+    let parsed =
+        match (api_version, kind) {
+            (_, "List") if api_version == "v1" => return list_items(value, &origin),
+            ("policy.karmada.io/v1alpha1", "PropagationPolicy") => Parsed::Propagation(typed(
+                file,
+                chunk,
+                limits,
+                &origin,
+                true,
+                validate::propagation,
+            )?),
+            ("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy") => Parsed::Propagation(
+                typed(file, chunk, limits, &origin, false, validate::propagation)?,
+            ),
+            ("policy.karmada.io/v1alpha1", "OverridePolicy") => Parsed::Override(typed(
+                file,
+                chunk,
+                limits,
+                &origin,
+                true,
+                validate::overrides,
+            )?),
+            ("policy.karmada.io/v1alpha1", "ClusterOverridePolicy") => Parsed::Override(typed(
+                file,
+                chunk,
+                limits,
+                &origin,
+                false,
+                validate::overrides,
+            )?),
+            ("cluster.karmada.io/v1alpha1", "Cluster") => {
+                let (named, labels) = typed_with_labels::<ClusterSpec>(
+                    file,
+                    chunk,
+                    limits,
+                    &origin,
+                    false,
+                    validate::cluster,
+                )?;
+                validate::cluster_name(&named.name).map_err(invalid)?;
+                Parsed::Cluster(Cluster {
+                    name: named.name,
+                    labels,
+                    spec: named.spec,
+                    origin: origin.clone(),
+                })
+            }
+            ("autoscaling.karmada.io/v1alpha1", "FederatedHPA") => Parsed::FederatedHpa(typed(
+                file,
+                chunk,
+                limits,
+                &origin,
+                true,
+                validate::federated_hpa,
+            )?),
+            ("autoscaling.karmada.io/v1alpha1", "CronFederatedHPA") => {
+                Parsed::CronFederatedHpa(typed(
+                    file,
+                    chunk,
+                    limits,
+                    &origin,
+                    true,
+                    validate::cron_federated_hpa,
+                )?)
+            }
+            _ if scope::is_karmada_group(api_version) => {
+                return Err(invalid(format!(
+                    "{api_version} {kind} is not supported by flotilla"
+                )));
+            }
+            _ => Parsed::Template(value),
+        };
+    Ok(vec![(origin, parsed)])
+}
+
+/// A `v1 List`: each item is a template of its own, located at the list's document.
+fn list_items(value: Value, origin: &Origin) -> Result<Vec<(Origin, Parsed)>, LoadError> {
+    let Some(Value::Array(items)) = value.get("items").cloned() else {
+        return Err(LoadError::Invalid {
+            origin: origin.clone(),
+            message: "a List needs an items array".into(),
+        });
+    };
+    items
+        .into_iter()
+        .map(|item| Ok((origin.clone(), Parsed::Template(item))))
+        .collect()
+}
+
+fn required_str<'v>(value: &'v Value, field: &str) -> Result<&'v str, String> {
+    match value.get(field) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s),
+        Some(_) => Err(format!("{field} must be a non-empty string")),
+        None => Err(format!("missing {field}")),
+    }
+}
+
+/// Shape shared by every Karmada object.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TypedDoc<S> {
+    #[serde(rename = "apiVersion")]
+    _api_version: String,
+    #[serde(rename = "kind")]
+    _kind: String,
+    metadata: Metadata,
+    spec: S,
+    #[serde(default, rename = "status")]
+    _status: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Metadata {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+/// Parses a Karmada object into its typed spec, applies Karmada's defaulting and
+/// validation (`check`), and names it. `namespaced` objects default to `default`.
+fn typed<S: DeserializeOwned>(
+    file: &str,
+    chunk: &Chunk<'_>,
+    limits: &Limits,
+    origin: &Origin,
+    namespaced: bool,
+    check: fn(&mut S, Option<&str>) -> Result<(), String>,
+) -> Result<Named<S>, LoadError> {
+    typed_with_labels(file, chunk, limits, origin, namespaced, check).map(|(named, _)| named)
+}
+
+/// [`typed`], also returning `metadata.labels`.
+fn typed_with_labels<S: DeserializeOwned>(
+    file: &str,
+    chunk: &Chunk<'_>,
+    limits: &Limits,
+    origin: &Origin,
+    namespaced: bool,
+    check: fn(&mut S, Option<&str>) -> Result<(), String>,
+) -> Result<(Named<S>, BTreeMap<String, String>), LoadError> {
+    let invalid = |message: String| LoadError::Invalid {
+        origin: origin.clone(),
+        message,
+    };
+    let doc: TypedDoc<S> = parse_as(file, chunk, limits)?;
+    validate::object_name(&doc.metadata.name)
+        .map_err(|m| invalid(format!("metadata.name: {m}")))?;
+    let namespace = match (namespaced, doc.metadata.namespace) {
+        (true, ns) => Some(
+            ns.filter(|ns| !ns.is_empty())
+                .unwrap_or_else(|| "default".to_owned()),
+        ),
+        (false, Some(ns)) if !ns.is_empty() => {
+            return Err(invalid(format!(
+                "a cluster-scoped object cannot have metadata.namespace ({ns})"
+            )));
+        }
+        (false, _) => None,
+    };
+    let mut spec = doc.spec;
+    check(&mut spec, namespace.as_deref()).map_err(invalid)?;
+    Ok((
+        Named {
+            namespace,
+            name: doc.metadata.name,
+            spec,
+            origin: origin.clone(),
+        },
+        doc.metadata.labels,
+    ))
+}
+
+/// Turns raw template objects into keyed [`Template`]s: names checked, namespaces
+/// defaulted by scope, ServiceImports given their derived Service, duplicates refused.
+fn templates(raw: Vec<(Origin, Value)>) -> Result<Vec<Template>, LoadError> {
+    let scopes = scope::Scopes::from_crds(raw.iter().map(|(_, v)| v));
+    let mut by_key: BTreeMap<ObjectKey, Template> = BTreeMap::new();
+    for (origin, object) in raw {
+        let template = scope::keyed(object, origin, &scopes)?;
+        let derived = scope::derived_service(&template);
+        for template in std::iter::once(template).chain(derived) {
+            if let Some(first) = by_key.get(&template.key) {
+                return Err(LoadError::Duplicate {
+                    key: template.key.clone(),
+                    first: first.origin.clone(),
+                    second: template.origin,
+                });
+            }
+            by_key.insert(template.key.clone(), template);
+        }
+    }
+    Ok(by_key.into_values().collect())
+}
+
+/// Cross-document checks and the final, deterministic order.
+fn finish(loaded: &mut Loaded) -> Result<(), LoadError> {
+    loaded.clusters.sort_by(|a, b| a.name.cmp(&b.name));
+    for pair in loaded.clusters.windows(2) {
+        if pair[0].name == pair[1].name {
+            return Err(LoadError::Invalid {
+                origin: pair[1].origin.clone(),
+                message: format!(
+                    "Cluster {} is declared twice; the other is at {}",
+                    pair[1].name, pair[0].origin
+                ),
+            });
+        }
+    }
+    unique_names(
+        &mut loaded.propagation_policies,
+        "PropagationPolicy",
+        "ClusterPropagationPolicy",
+    )?;
+    unique_names(
+        &mut loaded.override_policies,
+        "OverridePolicy",
+        "ClusterOverridePolicy",
+    )?;
+    unique_names(&mut loaded.federated_hpas, "FederatedHPA", "FederatedHPA")?;
+    unique_names(
+        &mut loaded.cron_federated_hpas,
+        "CronFederatedHPA",
+        "CronFederatedHPA",
+    )?;
+    Ok(())
+}
+
+fn unique_names<S>(
+    items: &mut [Named<S>],
+    namespaced: &str,
+    cluster: &str,
+) -> Result<(), LoadError> {
+    items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    for pair in items.windows(2) {
+        if (&pair[0].namespace, &pair[0].name) == (&pair[1].namespace, &pair[1].name) {
+            return Err(LoadError::Invalid {
+                origin: pair[1].origin.clone(),
+                message: format!(
+                    "{} is declared twice; the other is at {}",
+                    pair[1].describe(namespaced, cluster),
+                    pair[0].origin
+                ),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,225 @@
+//! Template identity: which kinds are cluster-scoped, namespace defaulting, and the
+//! objects flotilla derives from templates (a ServiceImport's `derived-<name>` Service).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+
+use super::LoadError;
+use crate::model::{ObjectKey, Origin, Template};
+
+/// Built-in cluster-scoped kinds by (group, kind). Anything else is namespaced unless a
+/// CustomResourceDefinition in the repo says `scope: Cluster`.
+const CLUSTER_SCOPED: &[(&str, &str)] = &[
+    ("", "Namespace"),
+    ("", "Node"),
+    ("", "PersistentVolume"),
+    ("", "ComponentStatus"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("apiregistration.k8s.io", "APIService"),
+    ("storage.k8s.io", "StorageClass"),
+    ("storage.k8s.io", "CSIDriver"),
+    ("storage.k8s.io", "CSINode"),
+    ("storage.k8s.io", "VolumeAttachment"),
+    ("storage.k8s.io", "VolumeAttributesClass"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("networking.k8s.io", "IngressClass"),
+    ("networking.k8s.io", "IPAddress"),
+    ("networking.k8s.io", "ServiceCIDR"),
+    ("node.k8s.io", "RuntimeClass"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+    ),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingAdmissionPolicyBinding",
+    ),
+    ("certificates.k8s.io", "CertificateSigningRequest"),
+    ("certificates.k8s.io", "ClusterTrustBundle"),
+    ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+    ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+    ("resource.k8s.io", "DeviceClass"),
+];
+
+/// Whether an apiVersion belongs to Karmada's own API groups.
+pub fn is_karmada_group(api_version: &str) -> bool {
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    group == "karmada.io" || group.ends_with(".karmada.io")
+}
+
+/// Cluster-scoped custom kinds declared by CRDs in the repo.
+#[derive(Debug, Default)]
+pub struct Scopes {
+    custom: BTreeMap<(String, String), bool>,
+}
+
+impl Scopes {
+    /// Reads `spec.group`, `spec.names.kind` and `spec.scope` of every CRD.
+    pub fn from_crds<'a>(objects: impl Iterator<Item = &'a Value>) -> Self {
+        let custom = objects
+            .filter(|o| o.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition"))
+            .filter_map(|crd| {
+                let spec = crd.get("spec")?;
+                let group = spec.get("group")?.as_str()?.to_owned();
+                let kind = spec.pointer("/names/kind")?.as_str()?.to_owned();
+                let cluster = spec.get("scope").and_then(Value::as_str) == Some("Cluster");
+                Some(((group, kind), cluster))
+            })
+            .collect();
+        Self { custom }
+    }
+
+    fn is_cluster_scoped(&self, group: &str, kind: &str) -> bool {
+        CLUSTER_SCOPED.contains(&(group, kind))
+            || self
+                .custom
+                .get(&(group.to_owned(), kind.to_owned()))
+                .copied()
+                .unwrap_or(false)
+    }
+}
+
+/// Builds the keyed template: checks metadata, defaults the namespace of namespaced
+/// kinds to `default` (as `kubectl apply` does) and drops it from cluster-scoped ones.
+pub fn keyed(mut object: Value, origin: Origin, scopes: &Scopes) -> Result<Template, LoadError> {
+    let invalid = |message: String| LoadError::Invalid {
+        origin: origin.clone(),
+        message,
+    };
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let kind = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if api_version.is_empty() || kind.is_empty() {
+        return Err(invalid(
+            "apiVersion and kind must be non-empty strings".into(),
+        ));
+    }
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return Err(invalid("missing metadata".into()));
+    };
+    let name = match metadata.get("name") {
+        Some(Value::String(name)) => name.clone(),
+        _ if metadata.contains_key("generateName") => {
+            return Err(invalid(
+                "metadata.generateName is not supported: GitOps needs a fixed metadata.name".into(),
+            ));
+        }
+        _ => return Err(invalid("metadata.name must be a non-empty string".into())),
+    };
+    super::validate::object_name(&name).map_err(|m| invalid(format!("metadata.name: {m}")))?;
+    let labels = string_map(metadata, "labels").map_err(invalid)?;
+    string_map(metadata, "annotations").map_err(invalid)?;
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let namespace = if scopes.is_cluster_scoped(group, &kind) {
+        metadata.remove("namespace");
+        None
+    } else {
+        let ns = match metadata.get("namespace") {
+            Some(Value::String(ns)) if !ns.is_empty() => ns.clone(),
+            None | Some(Value::Null) => "default".to_owned(),
+            Some(Value::String(_)) => "default".to_owned(),
+            Some(_) => return Err(invalid("metadata.namespace must be a string".into())),
+        };
+        metadata.insert("namespace".into(), Value::String(ns.clone()));
+        Some(ns)
+    };
+    let key = ObjectKey {
+        api_version,
+        kind,
+        namespace,
+        name,
+    };
+    Ok(Template {
+        key,
+        labels,
+        object,
+        origin,
+        derived_from: None,
+    })
+}
+
+fn string_map(
+    metadata: &Map<String, Value>,
+    field: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    match metadata.get(field) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), s.clone())),
+                _ => Err(format!("metadata.{field}.{k} must be a string")),
+            })
+            .collect(),
+        Some(_) => Err(format!("metadata.{field} must be a map of strings")),
+    }
+}
+
+/// Karmada's ServiceImport controller creates a ClusterIP Service `derived-<name>` with
+/// the ServiceImport's ports; consumers call it, and it follows the ServiceImport to
+/// every cluster it is propagated to (spec §7.4).
+pub fn derived_service(template: &Template) -> Option<Template> {
+    if template.key.kind != "ServiceImport" || template.key.group() != "multicluster.x-k8s.io" {
+        return None;
+    }
+    let namespace = template.key.namespace.clone()?;
+    let name = format!("derived-{}", template.key.name);
+    let allowed: BTreeSet<&str> = ["name", "protocol", "port", "appProtocol"].into();
+    let ports: Vec<Value> = template
+        .object
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .map(|ports| {
+            ports
+                .iter()
+                .filter_map(Value::as_object)
+                .map(|p| {
+                    Value::Object(
+                        p.iter()
+                            .filter(|(k, _)| allowed.contains(k.as_str()))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let object = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"type": "ClusterIP", "ports": ports},
+    });
+    Some(Template {
+        key: ObjectKey {
+            api_version: "v1".into(),
+            kind: "Service".into(),
+            namespace: Some(namespace),
+            name,
+        },
+        labels: BTreeMap::new(),
+        object,
+        origin: template.origin.clone(),
+        derived_from: Some(template.key.clone()),
+    })
+}

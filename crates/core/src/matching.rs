@@ -1,0 +1,193 @@
+//! Stage 2, `bind`: which policy claims each template (spec §2).
+//!
+//! | selector has           | template                      | level              |
+//! |------------------------|-------------------------------|--------------------|
+//! | other apiVersion/kind/ns | —                           | `Mismatch`         |
+//! | `name`                 | same name                     | `Name`             |
+//! | `name`                 | other name                    | `Mismatch`         |
+//! | no name, no selector   | —                             | `All`              |
+//! | `labelSelector`        | labels match (selector valid) | `LabelSelector`    |
+//!
+//! A policy's level is the maximum over its selectors. Among policies the winner has
+//! the highest explicit priority, then the highest level, then the smallest name. A
+//! namespaced PropagationPolicy in the template's namespace always beats every
+//! ClusterPropagationPolicy. Namespaces are not claimed: like Karmada's namespace sync,
+//! every Namespace template goes to all clusters.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+use crate::model::policy::ResourceSelector;
+use crate::model::{Loaded, ObjectKey, Template};
+
+/// How specifically a selector matches a template (Karmada's implicit priority).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MatchLevel {
+    /// Does not select the template.
+    Mismatch = 0,
+    /// apiVersion and kind only.
+    All = 1,
+    /// By label selector.
+    LabelSelector = 2,
+    /// By name.
+    Name = 3,
+}
+
+/// Who claimed a template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// A (Cluster)PropagationPolicy, by index into [`Loaded::propagation_policies`].
+    Policy(usize),
+    /// A Namespace, synced to every cluster as Karmada's namespace controller does.
+    NamespaceSync,
+}
+
+/// A template and the policy that claimed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Binding {
+    /// Index into [`Loaded::templates`].
+    pub template: usize,
+    /// The claim.
+    pub claim: Claim,
+}
+
+/// Label that hands a template to another controller (e.g. a MultiClusterService).
+const CLAIMED_BY: &str = "resourcetemplate.karmada.io/claimed-by";
+/// Label that keeps a Namespace out of the automatic namespace sync.
+const SKIP_NAMESPACE_SYNC: &str = "namespace.karmada.io/skip-auto-propagation";
+
+/// The level of one selector for one template.
+pub fn selector_level(
+    selector: &ResourceSelector,
+    key: &ObjectKey,
+    labels: &BTreeMap<String, String>,
+) -> MatchLevel {
+    if selector.api_version != key.api_version
+        || selector.kind != key.kind
+        || selector
+            .namespace
+            .as_ref()
+            .is_some_and(|ns| key.namespace.as_ref() != Some(ns))
+    {
+        return MatchLevel::Mismatch;
+    }
+    match (&selector.name, &selector.label_selector) {
+        (Some(name), _) if *name == key.name => MatchLevel::Name,
+        (Some(_), _) => MatchLevel::Mismatch,
+        (None, None) => MatchLevel::All,
+        (None, Some(sel)) if sel.matches(labels) => MatchLevel::LabelSelector,
+        (None, Some(_)) => MatchLevel::Mismatch,
+    }
+}
+
+/// A policy's level: the best of its selectors.
+pub fn policy_level(
+    selectors: &[ResourceSelector],
+    key: &ObjectKey,
+    labels: &BTreeMap<String, String>,
+) -> MatchLevel {
+    selectors
+        .iter()
+        .map(|s| selector_level(s, key, labels))
+        .max()
+        .unwrap_or(MatchLevel::Mismatch)
+}
+
+/// A policy as matching sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate<'a> {
+    /// `metadata.name`.
+    pub name: &'a str,
+    /// Explicit priority (nil is 0).
+    pub priority: Option<i32>,
+    /// Resource selectors (namespace already defaulted).
+    pub selectors: &'a [ResourceSelector],
+}
+
+/// Index of the winning candidate for a template, if any matches.
+pub fn best_policy<'a>(
+    candidates: impl IntoIterator<Item = Candidate<'a>>,
+    key: &ObjectKey,
+    labels: &BTreeMap<String, String>,
+) -> Option<usize> {
+    candidates
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (i, c, policy_level(c.selectors, key, labels)))
+        .filter(|(_, _, level)| *level != MatchLevel::Mismatch)
+        .max_by_key(|(_, c, level)| (c.priority.unwrap_or(0), *level, Reverse(c.name)))
+        .map(|(i, _, _)| i)
+}
+
+/// Binds every claimable template to its policy. Unclaimed templates are returned
+/// separately so callers can warn about them.
+pub fn bind(loaded: &Loaded) -> (Vec<Binding>, Vec<usize>) {
+    let mut bindings = Vec::new();
+    let mut unclaimed = Vec::new();
+    for (index, template) in loaded.templates.iter().enumerate() {
+        if !claimable(template) {
+            continue;
+        }
+        match claim(loaded, template) {
+            Some(claim) => bindings.push(Binding {
+                template: index,
+                claim,
+            }),
+            None => unclaimed.push(index),
+        }
+    }
+    (bindings, unclaimed)
+}
+
+fn claim(loaded: &Loaded, template: &Template) -> Option<Claim> {
+    if template.key.api_version == "v1" && template.key.kind == "Namespace" {
+        return namespace_synced(template).then_some(Claim::NamespaceSync);
+    }
+    let policies = &loaded.propagation_policies;
+    let pick = |namespaced: bool| {
+        let indices: Vec<usize> = (0..policies.len())
+            .filter(|&i| match (&policies[i].namespace, namespaced) {
+                (Some(ns), true) => template.key.namespace.as_ref() == Some(ns),
+                (None, false) => !template
+                    .key
+                    .namespace
+                    .as_deref()
+                    .is_some_and(reserved_namespace),
+                _ => false,
+            })
+            .collect();
+        let candidates = indices.iter().map(|&i| Candidate {
+            name: &policies[i].name,
+            priority: policies[i].spec.priority,
+            selectors: &policies[i].spec.resource_selectors,
+        });
+        best_policy(candidates, &template.key, &template.labels).map(|winner| indices[winner])
+    };
+    let namespaced = template
+        .key
+        .namespace
+        .is_some()
+        .then(|| pick(true))
+        .flatten();
+    namespaced.or_else(|| pick(false)).map(Claim::Policy)
+}
+
+/// Templates that policies never claim: derived objects, objects handed to another
+/// controller, and kinds Karmada never propagates (events, leases).
+fn claimable(template: &Template) -> bool {
+    let key = &template.key;
+    template.derived_from.is_none()
+        && !template.labels.contains_key(CLAIMED_BY)
+        && !(key.kind == "Event" && matches!(key.group(), "" | "events.k8s.io"))
+        && key.group() != "coordination.k8s.io"
+}
+
+fn reserved_namespace(ns: &str) -> bool {
+    ns == "karmada-system" || ns == "karmada-cluster" || ns.starts_with("karmada-es-")
+}
+
+fn namespace_synced(template: &Template) -> bool {
+    let name = template.key.name.as_str();
+    !(name == "default" || name.starts_with("kube-") || reserved_namespace(name))
+        && template.labels.get(SKIP_NAMESPACE_SYNC).map(String::as_str) != Some("true")
+}

@@ -1,0 +1,66 @@
+//! Typed objects the pipeline works on: what `load` produces and later stages consume.
+
+pub mod autoscale;
+pub mod cluster;
+pub mod object;
+pub mod plan;
+pub mod policy;
+pub mod repo;
+pub mod selector;
+
+pub use autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
+pub use cluster::{Cluster, ClusterState};
+pub use object::{ObjectKey, Origin, Template};
+pub use plan::{Plan, Problem, ProblemReason};
+pub use policy::{OverrideSpec, PropagationSpec};
+pub use repo::{Limits, RepoFiles};
+
+/// A policy-like object: namespaced (`namespace: Some`) or cluster-scoped (`None`).
+#[derive(Debug, Clone)]
+pub struct Named<S> {
+    /// `metadata.namespace`; `None` for ClusterPropagationPolicy and ClusterOverridePolicy.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec`, defaulted.
+    pub spec: S,
+    /// Where it was declared.
+    pub origin: Origin,
+}
+
+impl<S> Named<S> {
+    /// `Kind ns/name` or `Kind name`, for messages and ownership annotations.
+    pub fn describe(&self, namespaced_kind: &str, cluster_kind: &str) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{namespaced_kind} {ns}/{}", self.name),
+            None => format!("{cluster_kind} {}", self.name),
+        }
+    }
+}
+
+/// Everything one revision of the repo declares, typed and validated.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// Resource templates sorted by key.
+    pub templates: Vec<Template>,
+    /// PropagationPolicies (namespaced) and ClusterPropagationPolicies.
+    pub propagation_policies: Vec<Named<PropagationSpec>>,
+    /// OverridePolicies (namespaced) and ClusterOverridePolicies.
+    pub override_policies: Vec<Named<OverrideSpec>>,
+    /// Member clusters sorted by name.
+    pub clusters: Vec<Cluster>,
+    /// FederatedHPAs.
+    pub federated_hpas: Vec<Named<FederatedHpaSpec>>,
+    /// CronFederatedHPAs.
+    pub cron_federated_hpas: Vec<Named<CronFederatedHpaSpec>>,
+}
+
+impl Loaded {
+    /// The template with this key, by binary search (templates are sorted).
+    pub fn template(&self, key: &ObjectKey) -> Option<&Template> {
+        self.templates
+            .binary_search_by(|t| t.key.cmp(key))
+            .ok()
+            .map(|i| &self.templates[i])
+    }
+}

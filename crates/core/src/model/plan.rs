@@ -1,0 +1,161 @@
+//! The pipeline's output: what every cluster must run, and what could not be placed.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, SerializeSeq};
+
+use super::cluster::PreviousPlacement;
+use super::{Loaded, ObjectKey, Origin};
+use crate::overrides::RuleRef;
+
+/// Why an object is in the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Claimed by a (Cluster)PropagationPolicy (index into `propagation_policies`).
+    Policy(usize),
+    /// A Namespace, synced to every cluster.
+    NamespaceSync,
+    /// Referenced by a propagated workload (`propagateDeps`) or derived from one.
+    Dependency,
+}
+
+/// One object for one cluster, kept as a reference to its template plus the per-cluster
+/// deltas; [`Plan::manifest`] builds the full object when it is needed, so a plan holds
+/// one copy of each template however many clusters receive it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// Index into [`Loaded::templates`].
+    pub template: usize,
+    /// Replicas assigned here (None: not a workload, sent as written).
+    pub replicas: Option<i64>,
+    /// Job completions assigned here.
+    pub completions: Option<i64>,
+    /// Override rules to apply, in order.
+    pub overrides: Vec<RuleRef>,
+    /// Why it is here.
+    pub source: Source,
+    /// Dispatching is suspended: the executor neither applies nor prunes it.
+    pub suspended: bool,
+}
+
+/// Kinds of problems; the CLI exits 1 when there are any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum ProblemReason {
+    /// No placement satisfies the policy.
+    Unschedulable,
+    /// An override failed to apply for a cluster.
+    OverrideFailed,
+    /// `dependentOverrides` names an OverridePolicy that does not exist.
+    DependentOverridesMissing,
+}
+
+/// Something the render could not do for one object; the rest of the plan stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The object.
+    #[serde(serialize_with = "display")]
+    pub object: ObjectKey,
+    /// Where it is declared.
+    pub origin: Origin,
+    /// The cluster, for per-cluster failures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// Category.
+    pub reason: ProblemReason,
+    /// Explanation, e.g. `0/3 clusters fit: 2 (a, b) did not match the cluster affinity`.
+    pub message: String,
+}
+
+fn display<S: serde::Serializer, T: std::fmt::Display>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(value)
+}
+
+/// What every member cluster must run at one revision.
+#[derive(Debug)]
+pub struct Plan {
+    /// The revision rendered.
+    pub revision: String,
+    /// Everything the revision declares.
+    pub loaded: Loaded,
+    /// Every declared cluster (possibly with nothing), objects sorted by key.
+    pub clusters: BTreeMap<String, Vec<Rendered>>,
+    /// What could not be rendered.
+    pub problems: Vec<Problem>,
+    /// Placements of Divided workloads, to feed back as the next render's previous state.
+    pub placements: BTreeMap<String, PreviousPlacement>,
+    /// Templates that no policy claimed.
+    pub unclaimed: Vec<ObjectKey>,
+}
+
+impl Plan {
+    /// Keys of objects with problems: the executor must not prune them.
+    pub fn problem_objects(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.problems.iter().map(|p| &p.object)
+    }
+
+    /// A view of the plan limited to some clusters (all when `only` is empty), which
+    /// serialises as the CLI's JSON contract:
+    /// `{"revision", "clusters": {name: [manifest…]}, "problems": […]}`.
+    pub fn view<'a>(&'a self, only: &'a [String]) -> PlanView<'a> {
+        PlanView { plan: self, only }
+    }
+}
+
+/// See [`Plan::view`].
+pub struct PlanView<'a> {
+    plan: &'a Plan,
+    only: &'a [String],
+}
+
+impl PlanView<'_> {
+    /// The clusters in view.
+    pub fn clusters(&self) -> impl Iterator<Item = (&String, &Vec<Rendered>)> {
+        self.plan
+            .clusters
+            .iter()
+            .filter(|(name, _)| self.only.is_empty() || self.only.contains(name))
+    }
+}
+
+impl Serialize for PlanView<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("revision", &self.plan.revision)?;
+        let clusters: BTreeMap<&String, ClusterManifests<'_>> = self
+            .clusters()
+            .map(|(name, items)| {
+                (
+                    name,
+                    ClusterManifests {
+                        plan: self.plan,
+                        items,
+                    },
+                )
+            })
+            .collect();
+        map.serialize_entry("clusters", &clusters)?;
+        map.serialize_entry("problems", &self.plan.problems)?;
+        map.end()
+    }
+}
+
+/// Serialises one cluster's manifests one at a time.
+struct ClusterManifests<'a> {
+    plan: &'a Plan,
+    items: &'a [Rendered],
+}
+
+impl Serialize for ClusterManifests<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.items.len()))?;
+        for item in self.items {
+            let manifest = self
+                .plan
+                .manifest(item)
+                .map_err(serde::ser::Error::custom)?;
+            seq.serialize_element(&manifest)?;
+        }
+        seq.end()
+    }
+}

@@ -1,0 +1,178 @@
+//! Label selectors (`metav1.LabelSelector`) and node-selector-style requirements.
+//!
+//! Written here rather than taken from `kube-core`: its `Selector` needs a
+//! `k8s-openapi` version feature in this pure crate, and it does not reject the invalid
+//! keys that Kubernetes' `LabelSelectorAsSelector` rejects. Karmada treats a selector
+//! that fails to parse as "no match" (vector `selector-priority-table`, "labels error"),
+//! so validity is part of the semantics.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// `metav1.LabelSelector`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelSelector {
+    /// Exact key/value pairs, ANDed.
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+    /// Set-based requirements, ANDed.
+    #[serde(default)]
+    pub match_expressions: Vec<Requirement>,
+}
+
+/// One set-based requirement: `key`, `operator`, `values`.
+///
+/// Shared by `LabelSelectorRequirement` (In, NotIn, Exists, DoesNotExist) and
+/// `NodeSelectorRequirement` (adds Gt, Lt), which have the same shape.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Requirement {
+    /// Label key.
+    #[serde(default)]
+    pub key: String,
+    /// Operator name as written.
+    #[serde(default)]
+    pub operator: String,
+    /// Operand values.
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+impl LabelSelector {
+    /// Whether the selector parses and matches `labels`. An invalid selector matches
+    /// nothing, as in Karmada.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.is_valid()
+            && self
+                .match_labels
+                .iter()
+                .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|r| r.matches(labels))
+    }
+
+    /// Kubernetes' validity rules: qualified keys, valid values, operator arity.
+    pub fn is_valid(&self) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| is_qualified_name(k) && is_label_value(v))
+            && self
+                .match_expressions
+                .iter()
+                .all(Requirement::is_valid_label_requirement)
+    }
+}
+
+impl Requirement {
+    /// Label-selector semantics for In, NotIn, Exists, DoesNotExist; anything else fails.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let value = labels.get(&self.key);
+        match self.operator.as_str() {
+            "In" => value.is_some_and(|v| self.values.contains(v)),
+            "NotIn" => value.is_none_or(|v| !self.values.contains(v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            _ => false,
+        }
+    }
+
+    fn is_valid_label_requirement(&self) -> bool {
+        is_qualified_name(&self.key)
+            && match self.operator.as_str() {
+                "In" | "NotIn" => !self.values.is_empty(),
+                "Exists" | "DoesNotExist" => self.values.is_empty(),
+                _ => false,
+            }
+    }
+}
+
+/// A label key: optional DNS-subdomain prefix and `/`, then a name of at most 63
+/// characters of alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric.
+pub fn is_qualified_name(key: &str) -> bool {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            })
+    });
+    prefix_ok && !name.is_empty() && is_label_value(name)
+}
+
+/// A label value: empty, or at most 63 characters of alphanumerics, `-`, `_`, `.`,
+/// starting and ending alphanumeric.
+pub fn is_label_value(value: &str) -> bool {
+    value.is_empty()
+        || (value.len() <= 63
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && value.as_bytes()[0].is_ascii_alphanumeric()
+            && value.as_bytes()[value.len() - 1].is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn match_labels_and_expressions_are_anded() {
+        let sel = LabelSelector {
+            match_labels: labels(&[("app", "web")]),
+            match_expressions: vec![Requirement {
+                key: "tier".into(),
+                operator: "NotIn".into(),
+                values: vec!["db".into()],
+            }],
+        };
+        assert!(sel.matches(&labels(&[("app", "web")])));
+        assert!(sel.matches(&labels(&[("app", "web"), ("tier", "fe")])));
+        assert!(!sel.matches(&labels(&[("app", "web"), ("tier", "db")])));
+        assert!(!sel.matches(&labels(&[("tier", "fe")])));
+    }
+
+    #[test]
+    fn an_invalid_selector_matches_nothing() {
+        let empty_key = LabelSelector {
+            match_labels: labels(&[("", "bar")]),
+            ..Default::default()
+        };
+        assert!(!empty_key.matches(&labels(&[("", "bar")])));
+        let in_without_values = LabelSelector {
+            match_expressions: vec![Requirement {
+                key: "a".into(),
+                operator: "In".into(),
+                values: vec![],
+            }],
+            ..Default::default()
+        };
+        assert!(!in_without_values.matches(&labels(&[("a", "")])));
+    }
+
+    #[test]
+    fn qualified_names() {
+        assert!(is_qualified_name("app"));
+        assert!(is_qualified_name("topology.kubernetes.io/zone"));
+        assert!(!is_qualified_name("Upper.Case/x"));
+        assert!(!is_qualified_name("-lead"));
+        assert!(!is_qualified_name("a/"));
+        assert!(!is_qualified_name(&"x".repeat(64)));
+    }
+}

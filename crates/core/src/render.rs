@@ -1,0 +1,451 @@
+//! Stage 5, `render`: assignments → per-cluster objects ([`Plan`]) with replicas
+//! revised, overrides applied, ownership recorded and server-owned fields stripped
+//! (spec §6).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rayon::prelude::*;
+use serde_json::{Map, Value};
+
+use crate::dependencies;
+use crate::matching::{Binding, Claim};
+use crate::model::cluster::PreviousPlacement;
+use crate::model::plan::{Rendered, Source};
+use crate::model::policy::ConflictResolution;
+use crate::model::{Loaded, ObjectKey, Plan, Problem, ProblemReason, Template};
+use crate::overrides::{self, OverrideError};
+use crate::schedule::{Assignment, FitError, state_key};
+
+/// Label on every object flotilla applies; selects what flotilla manages.
+pub const MANAGED_LABEL: &str = "flotilla.dev/managed";
+/// Annotation naming the policy (or `namespace-sync`, `dependency`) behind an object.
+pub const POLICY_ANNOTATION: &str = "flotilla.dev/policy";
+/// Annotation naming the repo file that declares an object.
+pub const SOURCE_ANNOTATION: &str = "flotilla.dev/source";
+/// Set when the policy asks that member copies survive the template's deletion.
+pub const PRESERVE_ANNOTATION: &str = "flotilla.dev/preserve-on-deletion";
+/// Karmada's conflict-resolution annotation: `abort` or `overwrite`.
+pub const CONFLICT_ANNOTATION: &str = "work.karmada.io/conflict-resolution";
+
+/// Where one template goes.
+#[derive(Debug, Clone)]
+struct Target {
+    source: Source,
+    clusters: BTreeMap<String, Option<i64>>,
+    completions: BTreeMap<String, i64>,
+    suspended: BTreeSet<String>,
+    all_suspended: bool,
+}
+
+/// Builds the plan from placement results.
+pub fn render(
+    loaded: Loaded,
+    revision: String,
+    placed: Vec<(Binding, Result<Assignment, FitError>)>,
+    mut problems: Vec<Problem>,
+    unclaimed: Vec<usize>,
+) -> Plan {
+    let mut targets: BTreeMap<usize, Target> = BTreeMap::new();
+    let mut placements = BTreeMap::new();
+    for (binding, result) in placed {
+        let template = &loaded.templates[binding.template];
+        match result {
+            Ok(assignment) => {
+                record_placement(&mut placements, template, &assignment);
+                targets.insert(binding.template, target(&loaded, binding, assignment));
+            }
+            Err(e) => problems.push(problem(
+                template,
+                None,
+                ProblemReason::Unschedulable,
+                e.to_string(),
+            )),
+        }
+    }
+    attach_dependencies(&loaded, &mut targets);
+    let jobs: Vec<(usize, String, Option<i64>, Option<i64>, Source, bool)> = targets
+        .iter()
+        .flat_map(|(&t, target)| {
+            target.clusters.iter().map(move |(cluster, replicas)| {
+                let suspended = target.all_suspended || target.suspended.contains(cluster);
+                (
+                    t,
+                    cluster.clone(),
+                    *replicas,
+                    target.completions.get(cluster).copied(),
+                    target.source,
+                    suspended,
+                )
+            })
+        })
+        .collect();
+    let results: Vec<Result<(String, Rendered), Problem>> = jobs
+        .into_par_iter()
+        .map(
+            |(template, cluster, replicas, completions, source, suspended)| {
+                let t = &loaded.templates[template];
+                let c = loaded
+                    .clusters
+                    .iter()
+                    .find(|c| c.name == cluster)
+                    .expect("placed on a declared cluster");
+                let rendered = Rendered {
+                    template,
+                    replicas,
+                    completions,
+                    overrides: overrides::matching(&loaded, t, c),
+                    source,
+                    suspended,
+                };
+                match materialize(&loaded, &rendered) {
+                    Ok(_) => Ok((cluster, rendered)),
+                    Err(e) => Err(problem(
+                        t,
+                        Some(cluster),
+                        ProblemReason::OverrideFailed,
+                        error_chain(&e),
+                    )),
+                }
+            },
+        )
+        .collect();
+    let mut clusters: BTreeMap<String, Vec<Rendered>> = loaded
+        .clusters
+        .iter()
+        .map(|c| (c.name.clone(), Vec::new()))
+        .collect();
+    for result in results {
+        match result {
+            Ok((cluster, rendered)) => clusters.entry(cluster).or_default().push(rendered),
+            Err(p) => problems.push(p),
+        }
+    }
+    for items in clusters.values_mut() {
+        items.sort_by_key(|r| r.template);
+    }
+    problems
+        .sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
+    let unclaimed = unclaimed
+        .into_iter()
+        .map(|i| loaded.templates[i].key.clone())
+        .collect();
+    Plan {
+        revision,
+        loaded,
+        clusters,
+        problems,
+        placements,
+        unclaimed,
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        message.push_str(": ");
+        message.push_str(&c.to_string());
+        cause = c.source();
+    }
+    message
+}
+
+/// A problem for `template`.
+pub fn problem(
+    template: &Template,
+    cluster: Option<String>,
+    reason: ProblemReason,
+    message: String,
+) -> Problem {
+    Problem {
+        object: template.key.clone(),
+        origin: template.origin.clone(),
+        cluster,
+        reason,
+        message,
+    }
+}
+
+fn record_placement(
+    placements: &mut BTreeMap<String, PreviousPlacement>,
+    template: &Template,
+    a: &Assignment,
+) {
+    let clusters: BTreeMap<String, i64> = a
+        .clusters
+        .iter()
+        .filter_map(|(c, r)| r.map(|r| (c.clone(), r)))
+        .collect();
+    if !clusters.is_empty() || a.observed_affinity.is_some() {
+        placements.insert(
+            state_key(&template.key),
+            PreviousPlacement {
+                clusters,
+                observed_affinity: a.observed_affinity.clone(),
+            },
+        );
+    }
+}
+
+fn target(loaded: &Loaded, binding: Binding, assignment: Assignment) -> Target {
+    let (source, suspension) = match binding.claim {
+        Claim::Policy(p) => (
+            Source::Policy(p),
+            loaded.propagation_policies[p].spec.suspension.as_ref(),
+        ),
+        Claim::NamespaceSync => (Source::NamespaceSync, None),
+    };
+    let all_suspended = suspension.and_then(|s| s.dispatching).unwrap_or(false);
+    let suspended = suspension
+        .and_then(|s| s.dispatching_on_clusters.as_ref())
+        .map(|s| s.cluster_names.iter().cloned().collect())
+        .unwrap_or_default();
+    Target {
+        source,
+        clusters: assignment.clusters,
+        completions: assignment.completions,
+        suspended,
+        all_suspended,
+    }
+}
+
+/// Adds dependencies to the union of their parents' clusters, on top of any placement
+/// of their own; they carry no replica counts.
+fn attach_dependencies(loaded: &Loaded, targets: &mut BTreeMap<usize, Target>) {
+    let index: BTreeMap<&ObjectKey, usize> = loaded
+        .templates
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (&t.key, i))
+        .collect();
+    let mut extra: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+    for (&parent, target) in targets.iter() {
+        let template = &loaded.templates[parent];
+        let propagate = matches!(target.source, Source::Policy(p) if loaded.propagation_policies[p].spec.propagate_deps);
+        let mut deps: BTreeSet<ObjectKey> = if propagate {
+            dependencies::referenced(template)
+        } else {
+            BTreeSet::new()
+        };
+        deps.extend(
+            loaded
+                .templates
+                .iter()
+                .filter(|t| t.derived_from.as_ref() == Some(&template.key))
+                .map(|t| t.key.clone()),
+        );
+        for dep in deps.iter().filter_map(|k| index.get(k)) {
+            extra
+                .entry(*dep)
+                .or_default()
+                .extend(target.clusters.keys().cloned());
+        }
+    }
+    for (dep, clusters) in extra {
+        let entry = targets.entry(dep).or_insert_with(|| Target {
+            source: Source::Dependency,
+            clusters: BTreeMap::new(),
+            completions: BTreeMap::new(),
+            suspended: BTreeSet::new(),
+            all_suspended: false,
+        });
+        for cluster in clusters {
+            entry.clusters.entry(cluster).or_insert(None);
+        }
+    }
+}
+
+impl Plan {
+    /// The full object for one rendered entry.
+    pub fn manifest(&self, rendered: &Rendered) -> Result<Value, OverrideError> {
+        materialize(&self.loaded, rendered)
+    }
+
+    /// Every manifest of one cluster, in output order.
+    pub fn manifests<'a>(
+        &'a self,
+        cluster: &str,
+    ) -> impl Iterator<Item = Result<Value, OverrideError>> + 'a {
+        self.clusters
+            .get(cluster)
+            .into_iter()
+            .flatten()
+            .map(|r| self.manifest(r))
+    }
+}
+
+fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideError> {
+    let template = &loaded.templates[rendered.template];
+    let mut object = template.object.clone();
+    revise_replicas(
+        &mut object,
+        &template.key,
+        rendered.replicas,
+        rendered.completions,
+    );
+    overrides::apply(&mut object, loaded, &rendered.overrides)?;
+    decorate(&mut object, loaded, template, rendered.source);
+    prune(&mut object, &template.key);
+    Ok(object)
+}
+
+/// Sets the assigned replicas: Deployment, ReplicaSet, StatefulSet `spec.replicas`;
+/// Job `spec.parallelism` (and `spec.completions` when split).
+pub fn revise_replicas(
+    object: &mut Value,
+    key: &ObjectKey,
+    replicas: Option<i64>,
+    completions: Option<i64>,
+) {
+    let field = match (key.group(), key.kind.as_str()) {
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") => "replicas",
+        ("batch", "Job") => "parallelism",
+        _ => return,
+    };
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(r) = replicas {
+        spec.insert(field.into(), Value::from(r));
+    }
+    if let Some(c) = completions {
+        spec.insert("completions".into(), Value::from(c));
+    }
+}
+
+fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: Source) {
+    let (policy, resolution, preserve) = match source {
+        Source::Policy(p) => {
+            let policy = &loaded.propagation_policies[p];
+            let overwrite = policy.spec.conflict_resolution == Some(ConflictResolution::Overwrite);
+            let preserve = policy.spec.preserve_resources_on_deletion.unwrap_or(false);
+            (
+                policy.describe("PropagationPolicy", "ClusterPropagationPolicy"),
+                overwrite,
+                preserve,
+            )
+        }
+        Source::NamespaceSync => ("namespace-sync".to_owned(), false, false),
+        Source::Dependency => ("dependency".to_owned(), false, false),
+    };
+    let resolution = conflict_resolution(template.annotation(CONFLICT_ANNOTATION), resolution);
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let labels = object_map(metadata, "labels");
+    labels.insert(MANAGED_LABEL.into(), "true".into());
+    let annotations = object_map(metadata, "annotations");
+    annotations.insert(POLICY_ANNOTATION.into(), policy.into());
+    annotations.insert(
+        SOURCE_ANNOTATION.into(),
+        template.origin.file.clone().into(),
+    );
+    annotations.insert(CONFLICT_ANNOTATION.into(), resolution.into());
+    if preserve {
+        annotations.insert(PRESERVE_ANNOTATION.into(), "true".into());
+    }
+}
+
+/// Karmada's `mergeConflictResolution`: a template annotation of `overwrite` or `abort`
+/// wins; otherwise the policy's choice.
+pub fn conflict_resolution(
+    template_annotation: Option<&str>,
+    policy_overwrite: bool,
+) -> &'static str {
+    match template_annotation {
+        Some("overwrite") => "overwrite",
+        Some("abort") => "abort",
+        _ if policy_overwrite => "overwrite",
+        _ => "abort",
+    }
+}
+
+fn object_map<'a>(metadata: &'a mut Map<String, Value>, field: &str) -> &'a mut Map<String, Value> {
+    let entry = metadata
+        .entry(field)
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    entry.as_object_mut().expect("just made an object")
+}
+
+/// Removes what members must not receive (spec §6.3 step 10), plus
+/// `kubectl.kubernetes.io/last-applied-configuration`, which can carry a whole Secret.
+pub fn prune(object: &mut Value, key: &ObjectKey) {
+    let Some(root) = object.as_object_mut() else {
+        return;
+    };
+    root.remove("status");
+    if let Some(metadata) = root.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in [
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "managedFields",
+            "resourceVersion",
+            "selfLink",
+            "uid",
+            "ownerReferences",
+            "finalizers",
+        ] {
+            metadata.remove(field);
+        }
+        if let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+            if key.kind == "Deployment" {
+                annotations.remove("deployment.kubernetes.io/revision");
+                annotations.remove("deployment.kubernetes.io/revision-history");
+            }
+            if key.kind == "PersistentVolumeClaim" {
+                annotations.remove("volume.kubernetes.io/selected-node");
+            }
+        }
+    }
+    let spec = root.get_mut("spec").and_then(Value::as_object_mut);
+    match (key.group(), key.kind.as_str(), spec) {
+        ("", "Service", Some(spec)) => {
+            if spec.get("clusterIP").and_then(Value::as_str) != Some("None") {
+                spec.remove("clusterIP");
+                spec.remove("clusterIPs");
+            }
+        }
+        ("batch", "Job", Some(spec)) => prune_job(spec),
+        _ => {}
+    }
+}
+
+fn prune_job(spec: &mut Map<String, Value>) {
+    spec.remove("ttlSecondsAfterFinished");
+    if spec.get("manualSelector").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    const GENERATED: [&str; 4] = [
+        "controller-uid",
+        "batch.kubernetes.io/controller-uid",
+        "job-name",
+        "batch.kubernetes.io/job-name",
+    ];
+    if let Some(labels) = spec
+        .get_mut("selector")
+        .and_then(|s| s.get_mut("matchLabels"))
+        .and_then(Value::as_object_mut)
+    {
+        for l in &GENERATED[..2] {
+            labels.remove(*l);
+        }
+    }
+    let template_labels = spec
+        .get_mut("template")
+        .and_then(|t| t.get_mut("metadata"))
+        .and_then(|m| m.get_mut("labels"));
+    if let Some(labels) = template_labels.and_then(Value::as_object_mut) {
+        for l in GENERATED {
+            labels.remove(l);
+        }
+    }
+}

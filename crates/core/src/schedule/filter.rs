@@ -1,0 +1,212 @@
+//! Which clusters can take a workload (spec §1.3, §3.2 filter step), and why the others
+//! cannot, so an unschedulable workload explains itself.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::model::Cluster;
+use crate::model::policy::{ClusterAffinity, SpreadConstraint, SpreadField, Taint, Toleration};
+use crate::model::selector::Requirement;
+
+/// Karmada's `ClusterMatches`: exclude wins; then label selector, field selector and
+/// names, ANDed; an empty affinity matches every cluster.
+pub fn cluster_matches(affinity: &ClusterAffinity, cluster: &Cluster) -> bool {
+    !affinity.exclude.contains(&cluster.name)
+        && affinity
+            .label_selector
+            .as_ref()
+            .is_none_or(|s| s.matches(&cluster.labels))
+        && affinity.field_selector.as_ref().is_none_or(|f| {
+            f.match_expressions
+                .iter()
+                .all(|r| field_matches(r, cluster))
+        })
+        && (affinity.cluster_names.is_empty() || affinity.cluster_names.contains(&cluster.name))
+}
+
+/// `zone` is checked against the cluster's zone list; `provider` and `region` like a
+/// node selector over the pseudo-labels `provider=…`, `region=…`; other keys never match.
+fn field_matches(r: &Requirement, cluster: &Cluster) -> bool {
+    if r.key == "zone" {
+        let zones = cluster.zones();
+        return match r.operator.as_str() {
+            "In" => zones.iter().any(|z| r.values.iter().any(|v| v == z)),
+            "NotIn" => zones.iter().all(|z| !r.values.iter().any(|v| v == z)),
+            "Exists" => !zones.is_empty(),
+            "DoesNotExist" => zones.is_empty(),
+            _ => false,
+        };
+    }
+    let mut pseudo = BTreeMap::new();
+    if let Some(p) = cluster.spec.provider.as_ref().filter(|p| !p.is_empty()) {
+        pseudo.insert("provider".to_owned(), p.clone());
+    }
+    if let Some(region) = cluster.spec.region.as_ref().filter(|r| !r.is_empty()) {
+        pseudo.insert("region".to_owned(), region.clone());
+    }
+    !r.key.is_empty() && r.matches(&pseudo)
+}
+
+/// Kubernetes toleration semantics: empty key with Exists tolerates everything, empty
+/// effect matches every effect, operator defaults to Equal.
+pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+    if !toleration.effect.is_empty() && toleration.effect != taint.effect {
+        return false;
+    }
+    if toleration.key.is_empty() {
+        return toleration.operator == "Exists";
+    }
+    toleration.key == taint.key
+        && match toleration.operator.as_str() {
+            "Exists" => true,
+            "" | "Equal" => toleration.value == taint.value,
+            _ => false,
+        }
+}
+
+/// The first NoSchedule/NoExecute taint that no toleration tolerates.
+pub fn untolerated<'a>(cluster: &'a Cluster, tolerations: &[Toleration]) -> Option<&'a Taint> {
+    cluster
+        .spec
+        .taints
+        .iter()
+        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        .find(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
+}
+
+/// Why a cluster was filtered out.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unfit {
+    /// The affinity (or the active affinity term) does not select it.
+    Affinity,
+    /// It has a taint the policy does not tolerate.
+    Taint(String),
+    /// A spread constraint groups by a property it lacks.
+    MissingProperty(SpreadField),
+}
+
+impl fmt::Display for Unfit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unfit::Affinity => write!(f, "did not match the cluster affinity"),
+            Unfit::Taint(key) => write!(f, "had untolerated taint {key}"),
+            Unfit::MissingProperty(field) => {
+                write!(f, "had no {} for the spread constraint", field_name(*field))
+            }
+        }
+    }
+}
+
+/// Lower-case name of a spread field.
+pub fn field_name(field: SpreadField) -> &'static str {
+    match field {
+        SpreadField::Cluster => "cluster",
+        SpreadField::Region => "region",
+        SpreadField::Zone => "zone",
+        SpreadField::Provider => "provider",
+    }
+}
+
+/// Per-cluster reasons for not fitting, printed as a sorted histogram:
+/// `0/3 clusters fit: 2 did not match the cluster affinity, 1 had untolerated taint x`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diagnosis {
+    /// Clusters considered.
+    pub total: usize,
+    /// Cluster name → reason.
+    pub unfit: BTreeMap<String, Unfit>,
+}
+
+impl fmt::Display for Diagnosis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fit = self.total - self.unfit.len();
+        write!(f, "{fit}/{} clusters fit", self.total)?;
+        let mut counts: BTreeMap<&Unfit, Vec<&str>> = BTreeMap::new();
+        for (cluster, reason) in &self.unfit {
+            counts.entry(reason).or_default().push(cluster);
+        }
+        let mut parts: Vec<(usize, String)> = counts
+            .iter()
+            .map(|(reason, names)| {
+                (
+                    names.len(),
+                    format!("{} ({}) {reason}", names.len(), names.join(", ")),
+                )
+            })
+            .collect();
+        parts.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        if !parts.is_empty() {
+            write!(
+                f,
+                ": {}",
+                parts
+                    .into_iter()
+                    .map(|(_, p)| p)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Filters `clusters` for one affinity. Clusters already holding the workload
+/// (`previous`) bypass the taint filter, as in Karmada, so a new NoSchedule taint never
+/// evicts.
+pub fn filter<'a>(
+    clusters: &'a [Cluster],
+    affinity: Option<&ClusterAffinity>,
+    tolerations: &[Toleration],
+    spread: &[SpreadConstraint],
+    previous: &BTreeMap<String, i64>,
+) -> (Vec<&'a Cluster>, Diagnosis) {
+    let mut diagnosis = Diagnosis {
+        total: clusters.len(),
+        ..Diagnosis::default()
+    };
+    let mut feasible = Vec::new();
+    for cluster in clusters {
+        match unfit(
+            cluster,
+            affinity,
+            tolerations,
+            spread,
+            previous.contains_key(&cluster.name),
+        ) {
+            Some(reason) => {
+                diagnosis.unfit.insert(cluster.name.clone(), reason);
+            }
+            None => feasible.push(cluster),
+        }
+    }
+    (feasible, diagnosis)
+}
+
+fn unfit(
+    cluster: &Cluster,
+    affinity: Option<&ClusterAffinity>,
+    tolerations: &[Toleration],
+    spread: &[SpreadConstraint],
+    already_placed: bool,
+) -> Option<Unfit> {
+    if affinity.is_some_and(|a| !cluster_matches(a, cluster)) {
+        return Some(Unfit::Affinity);
+    }
+    for c in spread {
+        let missing = match c.spread_by_field {
+            Some(SpreadField::Region) => cluster.spec.region.as_deref().unwrap_or("").is_empty(),
+            Some(SpreadField::Provider) => {
+                cluster.spec.provider.as_deref().unwrap_or("").is_empty()
+            }
+            Some(SpreadField::Zone) => cluster.zones().is_empty(),
+            _ => false,
+        };
+        if missing {
+            return c.spread_by_field.map(Unfit::MissingProperty);
+        }
+    }
+    if already_placed {
+        return None;
+    }
+    untolerated(cluster, tolerations).map(|t| Unfit::Taint(t.key.clone()))
+}

@@ -1,0 +1,401 @@
+//! Stage 3, `place`: which clusters get a bound template and how many replicas each
+//! (spec §3). Filter → score → select (spread) → assign (divide) → drop empty clusters.
+
+pub mod capacity;
+pub mod divide;
+pub mod filter;
+pub mod spread;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::model::cluster::{ClusterState, PreviousPlacement};
+use crate::model::policy::{ClusterAffinity, DivisionPreference, Placement, ReplicaSchedulingType};
+use crate::model::{Cluster, ObjectKey, Template};
+use capacity::Requests;
+use divide::{Dynamic, DynamicInput, TieBreak};
+use filter::Diagnosis;
+use spread::Candidate;
+
+/// Karmada's assignment strategies (`pkg/scheduler/core/assignment.go`).
+///
+/// | replicaScheduling                         | strategy        |
+/// |-------------------------------------------|-----------------|
+/// | absent, or `Duplicated`                   | `Duplicated`    |
+/// | `Divided` + `Aggregated`                  | `Aggregated`    |
+/// | `Divided` + `Weighted` + `dynamicWeight`  | `DynamicWeight` |
+/// | `Divided` + `Weighted` otherwise          | `StaticWeight`  |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Every cluster runs all replicas.
+    Duplicated,
+    /// Split by static weights (spread constraints ignored).
+    StaticWeight,
+    /// Split by free capacity.
+    DynamicWeight,
+    /// Packed into few clusters.
+    Aggregated,
+}
+
+impl Strategy {
+    /// The strategy of a (defaulted) placement.
+    pub fn of(placement: &Placement) -> Self {
+        let Some(rs) = &placement.replica_scheduling else {
+            return Self::Duplicated;
+        };
+        match (rs.replica_scheduling_type, rs.replica_division_preference) {
+            (Some(ReplicaSchedulingType::Duplicated), _) => Self::Duplicated,
+            (_, Some(DivisionPreference::Aggregated)) => Self::Aggregated,
+            _ if rs
+                .weight_preference
+                .as_ref()
+                .is_some_and(|w| w.dynamic_weight.is_some()) =>
+            {
+                Self::DynamicWeight
+            }
+            _ => Self::StaticWeight,
+        }
+    }
+
+    fn divided(self) -> bool {
+        self != Self::Duplicated
+    }
+}
+
+/// The result of placing one template.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Assignment {
+    /// Cluster → replicas (`None` for non-workloads, which carry no replica count).
+    pub clusters: BTreeMap<String, Option<i64>>,
+    /// The `clusterAffinities` term that placed it.
+    pub observed_affinity: Option<String>,
+    /// Job `spec.completions` per cluster when a Divided Job declares completions.
+    pub completions: BTreeMap<String, i64>,
+}
+
+/// Why a template could not be placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FitError {
+    /// Every cluster was filtered out.
+    #[error("{0}")]
+    NoClusterFits(Diagnosis),
+    /// Spread constraints could not be satisfied.
+    #[error("{0}")]
+    Spread(String),
+    /// Not enough free capacity for a dynamic or aggregated division.
+    #[error("the selected clusters have {available} available replicas, {needed} are needed")]
+    Insufficient {
+        /// Available replicas found.
+        available: i64,
+        /// Replicas that needed a place.
+        needed: i64,
+    },
+    /// Every `clusterAffinities` term failed; the first failure is kept.
+    #[error("no clusterAffinities term fits; {term}: {cause}")]
+    NoAffinityTermFits {
+        /// The first term tried.
+        term: String,
+        /// Why it failed.
+        #[source]
+        cause: Box<FitError>,
+    },
+}
+
+/// What placement needs to know about a template (spec §6.2).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Workload {
+    /// Desired replicas (Deployment/ReplicaSet/StatefulSet `spec.replicas`, Job
+    /// `parallelism` capped at `completions`, 1 for a Pod, else 0).
+    pub replicas: i64,
+    /// Resource requests of one pod.
+    pub requests: Requests,
+    /// Job `spec.completions`.
+    pub completions: Option<i64>,
+}
+
+impl Workload {
+    /// Karmada schedules replica counts only for workloads: replicas or requests.
+    pub fn is_workload(&self) -> bool {
+        self.replicas > 0 || !self.requests.is_empty()
+    }
+}
+
+/// Reads replicas and requests. A missing `spec.replicas` (or Job `parallelism`) is 1,
+/// the value the API server's defaulting gives the template in Karmada's control plane.
+pub fn workload(template: &Template) -> Workload {
+    let object = &template.object;
+    let int = |path: &str| object.pointer(path).and_then(Value::as_i64);
+    let (replicas, pod) = match (template.key.group(), template.key.kind.as_str()) {
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") => {
+            (int("/spec/replicas").unwrap_or(1), "/spec/template/spec")
+        }
+        ("batch", "Job") => {
+            let parallelism = int("/spec/parallelism").unwrap_or(1);
+            (
+                int("/spec/completions").map_or(parallelism, |c| parallelism.min(c)),
+                "/spec/template/spec",
+            )
+        }
+        ("", "Pod") => (1, "/spec"),
+        _ => return Workload::default(),
+    };
+    let completions = if template.key.kind == "Job" {
+        int("/spec/completions")
+    } else {
+        None
+    };
+    Workload {
+        replicas: replicas.max(0),
+        requests: pod_requests(object.pointer(pod)),
+        completions,
+    }
+}
+
+fn pod_requests(pod: Option<&Value>) -> Requests {
+    let mut requests = Requests::new();
+    let containers = pod
+        .and_then(|p| p.get("containers"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    for container in containers {
+        let Some(map) = container
+            .pointer("/resources/requests")
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        for (name, quantity) in map {
+            let q = quantity
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| quantity.to_string());
+            *requests.entry(name.clone()).or_default() += capacity::milli(&q).unwrap_or(0);
+        }
+    }
+    requests
+}
+
+/// The key of a template in [`ClusterState::previous`].
+pub fn state_key(key: &ObjectKey) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        key.api_version,
+        key.kind,
+        key.namespace.as_deref().unwrap_or(""),
+        key.name
+    )
+}
+
+/// Places one template with its policy's placement.
+pub fn place(
+    template: &Template,
+    placement: &Placement,
+    clusters: &[Cluster],
+    state: &ClusterState,
+) -> Result<Assignment, FitError> {
+    let empty = PreviousPlacement::default();
+    let previous = state
+        .previous
+        .get(&state_key(&template.key))
+        .unwrap_or(&empty);
+    let run = Run {
+        template,
+        placement,
+        clusters,
+        state,
+        previous: &previous.clusters,
+        workload: workload(template),
+    };
+    if placement.cluster_affinities.is_empty() {
+        return run.schedule(placement.cluster_affinity.as_ref());
+    }
+    let terms = &placement.cluster_affinities;
+    let start = previous
+        .observed_affinity
+        .as_ref()
+        .and_then(|name| terms.iter().position(|t| &t.affinity_name == name))
+        .unwrap_or(0);
+    let mut first_failure = None;
+    for term in &terms[start..] {
+        match run.schedule(Some(&term.affinity())) {
+            Ok(assignment) => {
+                return Ok(Assignment {
+                    observed_affinity: Some(term.affinity_name.clone()),
+                    ..assignment
+                });
+            }
+            Err(e) => {
+                first_failure.get_or_insert((term.affinity_name.clone(), e));
+            }
+        }
+    }
+    let (term, cause) = first_failure.expect("clusterAffinities is not empty");
+    Err(FitError::NoAffinityTermFits {
+        term,
+        cause: Box::new(cause),
+    })
+}
+
+/// One scheduling attempt's inputs.
+struct Run<'a> {
+    template: &'a Template,
+    placement: &'a Placement,
+    clusters: &'a [Cluster],
+    state: &'a ClusterState,
+    previous: &'a BTreeMap<String, i64>,
+    workload: Workload,
+}
+
+impl Run<'_> {
+    fn schedule(&self, affinity: Option<&ClusterAffinity>) -> Result<Assignment, FitError> {
+        let p = self.placement;
+        let (feasible, diagnosis) = filter::filter(
+            self.clusters,
+            affinity,
+            &p.cluster_tolerations,
+            &p.spread_constraints,
+            self.previous,
+        );
+        if feasible.is_empty() {
+            return Err(FitError::NoClusterFits(diagnosis));
+        }
+        let strategy = Strategy::of(p);
+        let mut candidates: Vec<Candidate<'_>> =
+            feasible.into_iter().map(|c| self.candidate(c)).collect();
+        spread::order(&mut candidates);
+        let selected = if strategy == Strategy::StaticWeight {
+            candidates
+        } else {
+            spread::select(
+                candidates,
+                &p.spread_constraints,
+                strategy.divided(),
+                self.workload.replicas,
+            )
+            .map_err(FitError::Spread)?
+        };
+        if selected.is_empty() {
+            return Err(FitError::Spread(
+                "the spread constraints selected no cluster (is maxGroups set?)".into(),
+            ));
+        }
+        if !self.workload.is_workload() {
+            let clusters = selected
+                .iter()
+                .map(|c| (c.cluster.name.clone(), None))
+                .collect();
+            return Ok(Assignment {
+                clusters,
+                ..Assignment::default()
+            });
+        }
+        let replicas = self.assign(strategy, &selected)?;
+        Ok(self.finish(strategy, replicas))
+    }
+
+    fn candidate<'c>(&self, cluster: &'c Cluster) -> Candidate<'c> {
+        let estimate = capacity::available_replicas(
+            self.state.clusters.get(&cluster.name),
+            &self.workload.requests,
+        );
+        let allocatable = estimate.unwrap_or(self.workload.replicas);
+        let assigned = self.previous.get(&cluster.name).copied().unwrap_or(0);
+        let score = if self.previous.contains_key(&cluster.name) {
+            100
+        } else {
+            0
+        };
+        Candidate {
+            cluster,
+            score,
+            available: allocatable + assigned,
+            allocatable,
+        }
+    }
+
+    fn assign(
+        &self,
+        strategy: Strategy,
+        selected: &[Candidate<'_>],
+    ) -> Result<BTreeMap<String, i64>, FitError> {
+        let tie = TieBreak::from_uid(self.template.uid());
+        let replicas = self.workload.replicas;
+        let names = || selected.iter().map(|c| c.cluster.name.as_str());
+        let dynamic = |kind| {
+            let candidates: Vec<(String, i64)> = selected
+                .iter()
+                .map(|c| (c.cluster.name.clone(), c.allocatable))
+                .collect();
+            divide::dynamic(DynamicInput {
+                kind,
+                replicas,
+                candidates: &candidates,
+                previous: self.previous,
+                tie,
+            })
+            .map_err(|e| FitError::Insufficient {
+                available: e.available,
+                needed: e.needed,
+            })
+        };
+        match strategy {
+            Strategy::Duplicated => Ok(divide::duplicated(names(), replicas)),
+            Strategy::StaticWeight => Ok(divide::static_weights(
+                replicas,
+                &self.static_weights(selected),
+                tie,
+            )),
+            Strategy::DynamicWeight => dynamic(Dynamic::Weight),
+            Strategy::Aggregated => dynamic(Dynamic::Aggregated),
+        }
+    }
+
+    /// Each cluster's weight is the maximum over the static rules that match it.
+    fn static_weights(&self, selected: &[Candidate<'_>]) -> BTreeMap<String, i64> {
+        let rules = self
+            .placement
+            .replica_scheduling
+            .as_ref()
+            .and_then(|rs| rs.weight_preference.as_ref())
+            .map(|w| w.static_weight_list.as_slice())
+            .unwrap_or_default();
+        selected
+            .iter()
+            .map(|c| {
+                let weight = if rules.is_empty() {
+                    1
+                } else {
+                    rules
+                        .iter()
+                        .filter(|r| filter::cluster_matches(&r.target_cluster, c.cluster))
+                        .map(|r| r.weight)
+                        .max()
+                        .unwrap_or(0)
+                };
+                (c.cluster.name.clone(), weight)
+            })
+            .collect()
+    }
+
+    /// Drops clusters left with 0 replicas and splits Job completions.
+    fn finish(&self, strategy: Strategy, replicas: BTreeMap<String, i64>) -> Assignment {
+        let placed: BTreeMap<String, i64> = replicas.into_iter().filter(|(_, r)| *r > 0).collect();
+        let completions = match self.workload.completions {
+            Some(total) if strategy.divided() && !placed.is_empty() => divide::allocate_by_weight(
+                total,
+                &placed,
+                &BTreeMap::new(),
+                TieBreak::from_uid(self.template.uid()),
+            ),
+            _ => BTreeMap::new(),
+        };
+        let clusters = placed.into_iter().map(|(c, r)| (c, Some(r))).collect();
+        Assignment {
+            clusters,
+            observed_affinity: None,
+            completions,
+        }
+    }
+}
