@@ -22,12 +22,7 @@ fn pod_spec(template: &Template) -> Option<&Value> {
 }
 
 fn key(kind: &str, namespace: &str, name: &str) -> ObjectKey {
-    ObjectKey {
-        api_version: "v1".into(),
-        kind: kind.into(),
-        namespace: Some(namespace.into()),
-        name: name.into(),
-    }
+    ObjectKey { api_version: "v1".into(), kind: kind.into(), namespace: Some(namespace.into()), name: name.into() }
 }
 
 /// Objects a template's pod spec references, in its namespace.
@@ -42,36 +37,15 @@ pub fn referenced(template: &Template) -> BTreeSet<ObjectKey> {
             out.insert(key(kind, ns, &name));
         }
     };
-    add(
-        "ServiceAccount",
-        str_at(spec, "/serviceAccountName").filter(|n| n != "default"),
-    );
-    for secret in spec
-        .get("imagePullSecrets")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    add("ServiceAccount", str_at(spec, "/serviceAccountName").filter(|n| n != "default"));
+    for secret in spec.get("imagePullSecrets").and_then(Value::as_array).into_iter().flatten() {
         add("Secret", str_at(secret, "/name"));
     }
-    for volume in spec
-        .get("volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    for volume in spec.get("volumes").and_then(Value::as_array).into_iter().flatten() {
         add("ConfigMap", str_at(volume, "/configMap/name"));
         add("Secret", str_at(volume, "/secret/secretName"));
-        add(
-            "PersistentVolumeClaim",
-            str_at(volume, "/persistentVolumeClaim/claimName"),
-        );
-        for source in volume
-            .pointer("/projected/sources")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        add("PersistentVolumeClaim", str_at(volume, "/persistentVolumeClaim/claimName"));
+        for source in volume.pointer("/projected/sources").and_then(Value::as_array).into_iter().flatten() {
             add("ConfigMap", str_at(source, "/configMap/name"));
             add("Secret", str_at(source, "/secret/name"));
         }
@@ -80,21 +54,11 @@ pub fn referenced(template: &Template) -> BTreeSet<ObjectKey> {
         .into_iter()
         .flat_map(|f| spec.get(f).and_then(Value::as_array).into_iter().flatten());
     for container in containers {
-        for env in container
-            .get("env")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for env in container.get("env").and_then(Value::as_array).into_iter().flatten() {
             add("ConfigMap", str_at(env, "/valueFrom/configMapKeyRef/name"));
             add("Secret", str_at(env, "/valueFrom/secretKeyRef/name"));
         }
-        for from in container
-            .get("envFrom")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for from in container.get("envFrom").and_then(Value::as_array).into_iter().flatten() {
             add("ConfigMap", str_at(from, "/configMapRef/name"));
             add("Secret", str_at(from, "/secretRef/name"));
         }

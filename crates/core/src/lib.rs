@@ -20,6 +20,7 @@ pub mod model;
 pub mod overrides;
 pub mod render;
 pub mod schedule;
+pub mod yaml;
 
 use std::collections::BTreeSet;
 
@@ -44,18 +45,11 @@ pub fn plan_loaded(loaded: Loaded, revision: String, state: &ClusterState) -> Pl
         .map(|binding| {
             let template = &loaded.templates[binding.template];
             let result = match binding.claim {
-                Claim::Policy(p) => schedule::place(
-                    template,
-                    &loaded.propagation_policies[p].spec.placement,
-                    &loaded.clusters,
-                    state,
-                ),
+                Claim::Policy(p) => {
+                    schedule::place(template, &loaded.propagation_policies[p].spec.placement, &loaded.clusters, state)
+                }
                 Claim::NamespaceSync => Ok(schedule::Assignment {
-                    clusters: loaded
-                        .clusters
-                        .iter()
-                        .map(|c| (c.name.clone(), None))
-                        .collect(),
+                    clusters: loaded.clusters.iter().map(|c| (c.name.clone(), None)).collect(),
                     ..Default::default()
                 }),
             };
@@ -67,15 +61,9 @@ pub fn plan_loaded(loaded: Loaded, revision: String, state: &ClusterState) -> Pl
 
 /// Karmada waits until every OverridePolicy named in `dependentOverrides` exists; a
 /// render cannot wait, so such templates are reported and left out.
-fn check_dependent_overrides(
-    loaded: &Loaded,
-    bindings: Vec<Binding>,
-) -> (Vec<Binding>, Vec<Problem>) {
-    let existing: BTreeSet<(Option<&str>, &str)> = loaded
-        .override_policies
-        .iter()
-        .map(|p| (p.namespace.as_deref(), p.name.as_str()))
-        .collect();
+fn check_dependent_overrides(loaded: &Loaded, bindings: Vec<Binding>) -> (Vec<Binding>, Vec<Problem>) {
+    let existing: BTreeSet<(Option<&str>, &str)> =
+        loaded.override_policies.iter().map(|p| (p.namespace.as_deref(), p.name.as_str())).collect();
     let mut problems = Vec::new();
     let kept = bindings
         .into_iter()

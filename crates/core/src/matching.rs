@@ -57,17 +57,10 @@ const CLAIMED_BY: &str = "resourcetemplate.karmada.io/claimed-by";
 const SKIP_NAMESPACE_SYNC: &str = "namespace.karmada.io/skip-auto-propagation";
 
 /// The level of one selector for one template.
-pub fn selector_level(
-    selector: &ResourceSelector,
-    key: &ObjectKey,
-    labels: &BTreeMap<String, String>,
-) -> MatchLevel {
+pub fn selector_level(selector: &ResourceSelector, key: &ObjectKey, labels: &BTreeMap<String, String>) -> MatchLevel {
     if selector.api_version != key.api_version
         || selector.kind != key.kind
-        || selector
-            .namespace
-            .as_ref()
-            .is_some_and(|ns| key.namespace.as_ref() != Some(ns))
+        || selector.namespace.as_ref().is_some_and(|ns| key.namespace.as_ref() != Some(ns))
     {
         return MatchLevel::Mismatch;
     }
@@ -81,16 +74,8 @@ pub fn selector_level(
 }
 
 /// A policy's level: the best of its selectors.
-pub fn policy_level(
-    selectors: &[ResourceSelector],
-    key: &ObjectKey,
-    labels: &BTreeMap<String, String>,
-) -> MatchLevel {
-    selectors
-        .iter()
-        .map(|s| selector_level(s, key, labels))
-        .max()
-        .unwrap_or(MatchLevel::Mismatch)
+pub fn policy_level(selectors: &[ResourceSelector], key: &ObjectKey, labels: &BTreeMap<String, String>) -> MatchLevel {
+    selectors.iter().map(|s| selector_level(s, key, labels)).max().unwrap_or(MatchLevel::Mismatch)
 }
 
 /// A policy as matching sees it.
@@ -129,10 +114,7 @@ pub fn bind(loaded: &Loaded) -> (Vec<Binding>, Vec<usize>) {
             continue;
         }
         match claim(loaded, template) {
-            Some(claim) => bindings.push(Binding {
-                template: index,
-                claim,
-            }),
+            Some(claim) => bindings.push(Binding { template: index, claim }),
             None => unclaimed.push(index),
         }
     }
@@ -148,11 +130,7 @@ fn claim(loaded: &Loaded, template: &Template) -> Option<Claim> {
         let indices: Vec<usize> = (0..policies.len())
             .filter(|&i| match (&policies[i].namespace, namespaced) {
                 (Some(ns), true) => template.key.namespace.as_ref() == Some(ns),
-                (None, false) => !template
-                    .key
-                    .namespace
-                    .as_deref()
-                    .is_some_and(reserved_namespace),
+                (None, false) => !template.key.namespace.as_deref().is_some_and(reserved_namespace),
                 _ => false,
             })
             .collect();
@@ -163,12 +141,7 @@ fn claim(loaded: &Loaded, template: &Template) -> Option<Claim> {
         });
         best_policy(candidates, &template.key, &template.labels).map(|winner| indices[winner])
     };
-    let namespaced = template
-        .key
-        .namespace
-        .is_some()
-        .then(|| pick(true))
-        .flatten();
+    let namespaced = template.key.namespace.is_some().then(|| pick(true)).flatten();
     namespaced.or_else(|| pick(false)).map(Claim::Policy)
 }
 

@@ -54,12 +54,7 @@ pub fn render(
                 record_placement(&mut placements, template, &assignment);
                 targets.insert(binding.template, target(&loaded, binding, assignment));
             }
-            Err(e) => problems.push(problem(
-                template,
-                None,
-                ProblemReason::Unschedulable,
-                e.to_string(),
-            )),
+            Err(e) => problems.push(problem(template, None, ProblemReason::Unschedulable, e.to_string())),
         }
     }
     attach_dependencies(&loaded, &mut targets);
@@ -68,52 +63,31 @@ pub fn render(
         .flat_map(|(&t, target)| {
             target.clusters.iter().map(move |(cluster, replicas)| {
                 let suspended = target.all_suspended || target.suspended.contains(cluster);
-                (
-                    t,
-                    cluster.clone(),
-                    *replicas,
-                    target.completions.get(cluster).copied(),
-                    target.source,
-                    suspended,
-                )
+                (t, cluster.clone(), *replicas, target.completions.get(cluster).copied(), target.source, suspended)
             })
         })
         .collect();
     let results: Vec<Result<(String, Rendered), Problem>> = jobs
         .into_par_iter()
-        .map(
-            |(template, cluster, replicas, completions, source, suspended)| {
-                let t = &loaded.templates[template];
-                let c = loaded
-                    .clusters
-                    .iter()
-                    .find(|c| c.name == cluster)
-                    .expect("placed on a declared cluster");
-                let rendered = Rendered {
-                    template,
-                    replicas,
-                    completions,
-                    overrides: overrides::matching(&loaded, t, c),
-                    source,
-                    suspended,
-                };
-                match materialize(&loaded, &rendered) {
-                    Ok(_) => Ok((cluster, rendered)),
-                    Err(e) => Err(problem(
-                        t,
-                        Some(cluster),
-                        ProblemReason::OverrideFailed,
-                        error_chain(&e),
-                    )),
-                }
-            },
-        )
+        .map(|(template, cluster, replicas, completions, source, suspended)| {
+            let t = &loaded.templates[template];
+            let c = loaded.clusters.iter().find(|c| c.name == cluster).expect("placed on a declared cluster");
+            let rendered = Rendered {
+                template,
+                replicas,
+                completions,
+                overrides: overrides::matching(&loaded, t, c),
+                source,
+                suspended,
+            };
+            match materialize(&loaded, &rendered) {
+                Ok(_) => Ok((cluster, rendered)),
+                Err(e) => Err(problem(t, Some(cluster), ProblemReason::OverrideFailed, error_chain(&e))),
+            }
+        })
         .collect();
-    let mut clusters: BTreeMap<String, Vec<Rendered>> = loaded
-        .clusters
-        .iter()
-        .map(|c| (c.name.clone(), Vec::new()))
-        .collect();
+    let mut clusters: BTreeMap<String, Vec<Rendered>> =
+        loaded.clusters.iter().map(|c| (c.name.clone(), Vec::new())).collect();
     for result in results {
         match result {
             Ok((cluster, rendered)) => clusters.entry(cluster).or_default().push(rendered),
@@ -123,20 +97,9 @@ pub fn render(
     for items in clusters.values_mut() {
         items.sort_by_key(|r| r.template);
     }
-    problems
-        .sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
-    let unclaimed = unclaimed
-        .into_iter()
-        .map(|i| loaded.templates[i].key.clone())
-        .collect();
-    Plan {
-        revision,
-        loaded,
-        clusters,
-        problems,
-        placements,
-        unclaimed,
-    }
+    problems.sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
+    let unclaimed = unclaimed.into_iter().map(|i| loaded.templates[i].key.clone()).collect();
+    Plan { revision, loaded, clusters, problems, placements, unclaimed }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -151,48 +114,23 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// A problem for `template`.
-pub fn problem(
-    template: &Template,
-    cluster: Option<String>,
-    reason: ProblemReason,
-    message: String,
-) -> Problem {
-    Problem {
-        object: template.key.clone(),
-        origin: template.origin.clone(),
-        cluster,
-        reason,
-        message,
-    }
+pub fn problem(template: &Template, cluster: Option<String>, reason: ProblemReason, message: String) -> Problem {
+    Problem { object: template.key.clone(), origin: template.origin.clone(), cluster, reason, message }
 }
 
-fn record_placement(
-    placements: &mut BTreeMap<String, PreviousPlacement>,
-    template: &Template,
-    a: &Assignment,
-) {
-    let clusters: BTreeMap<String, i64> = a
-        .clusters
-        .iter()
-        .filter_map(|(c, r)| r.map(|r| (c.clone(), r)))
-        .collect();
+fn record_placement(placements: &mut BTreeMap<String, PreviousPlacement>, template: &Template, a: &Assignment) {
+    let clusters: BTreeMap<String, i64> = a.clusters.iter().filter_map(|(c, r)| r.map(|r| (c.clone(), r))).collect();
     if !clusters.is_empty() || a.observed_affinity.is_some() {
         placements.insert(
             state_key(&template.key),
-            PreviousPlacement {
-                clusters,
-                observed_affinity: a.observed_affinity.clone(),
-            },
+            PreviousPlacement { clusters, observed_affinity: a.observed_affinity.clone() },
         );
     }
 }
 
 fn target(loaded: &Loaded, binding: Binding, assignment: Assignment) -> Target {
     let (source, suspension) = match binding.claim {
-        Claim::Policy(p) => (
-            Source::Policy(p),
-            loaded.propagation_policies[p].spec.suspension.as_ref(),
-        ),
+        Claim::Policy(p) => (Source::Policy(p), loaded.propagation_policies[p].spec.suspension.as_ref()),
         Claim::NamespaceSync => (Source::NamespaceSync, None),
     };
     let all_suspended = suspension.and_then(|s| s.dispatching).unwrap_or(false);
@@ -200,45 +138,25 @@ fn target(loaded: &Loaded, binding: Binding, assignment: Assignment) -> Target {
         .and_then(|s| s.dispatching_on_clusters.as_ref())
         .map(|s| s.cluster_names.iter().cloned().collect())
         .unwrap_or_default();
-    Target {
-        source,
-        clusters: assignment.clusters,
-        completions: assignment.completions,
-        suspended,
-        all_suspended,
-    }
+    Target { source, clusters: assignment.clusters, completions: assignment.completions, suspended, all_suspended }
 }
 
 /// Adds dependencies to the union of their parents' clusters, on top of any placement
 /// of their own; they carry no replica counts.
 fn attach_dependencies(loaded: &Loaded, targets: &mut BTreeMap<usize, Target>) {
-    let index: BTreeMap<&ObjectKey, usize> = loaded
-        .templates
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (&t.key, i))
-        .collect();
+    let index: BTreeMap<&ObjectKey, usize> = loaded.templates.iter().enumerate().map(|(i, t)| (&t.key, i)).collect();
     let mut extra: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
     for (&parent, target) in targets.iter() {
         let template = &loaded.templates[parent];
-        let propagate = matches!(target.source, Source::Policy(p) if loaded.propagation_policies[p].spec.propagate_deps);
-        let mut deps: BTreeSet<ObjectKey> = if propagate {
-            dependencies::referenced(template)
-        } else {
-            BTreeSet::new()
-        };
+        let propagate =
+            matches!(target.source, Source::Policy(p) if loaded.propagation_policies[p].spec.propagate_deps);
+        let mut deps: BTreeSet<ObjectKey> =
+            if propagate { dependencies::referenced(template) } else { BTreeSet::new() };
         deps.extend(
-            loaded
-                .templates
-                .iter()
-                .filter(|t| t.derived_from.as_ref() == Some(&template.key))
-                .map(|t| t.key.clone()),
+            loaded.templates.iter().filter(|t| t.derived_from.as_ref() == Some(&template.key)).map(|t| t.key.clone()),
         );
         for dep in deps.iter().filter_map(|k| index.get(k)) {
-            extra
-                .entry(*dep)
-                .or_default()
-                .extend(target.clusters.keys().cloned());
+            extra.entry(*dep).or_default().extend(target.clusters.keys().cloned());
         }
     }
     for (dep, clusters) in extra {
@@ -262,27 +180,15 @@ impl Plan {
     }
 
     /// Every manifest of one cluster, in output order.
-    pub fn manifests<'a>(
-        &'a self,
-        cluster: &str,
-    ) -> impl Iterator<Item = Result<Value, OverrideError>> + 'a {
-        self.clusters
-            .get(cluster)
-            .into_iter()
-            .flatten()
-            .map(|r| self.manifest(r))
+    pub fn manifests<'a>(&'a self, cluster: &str) -> impl Iterator<Item = Result<Value, OverrideError>> + 'a {
+        self.clusters.get(cluster).into_iter().flatten().map(|r| self.manifest(r))
     }
 }
 
 fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideError> {
     let template = &loaded.templates[rendered.template];
     let mut object = template.object.clone();
-    revise_replicas(
-        &mut object,
-        &template.key,
-        rendered.replicas,
-        rendered.completions,
-    );
+    revise_replicas(&mut object, &template.key, rendered.replicas, rendered.completions);
     overrides::apply(&mut object, loaded, &rendered.overrides)?;
     decorate(&mut object, loaded, template, rendered.source);
     prune(&mut object, &template.key);
@@ -291,12 +197,7 @@ fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideEr
 
 /// Sets the assigned replicas: Deployment, ReplicaSet, StatefulSet `spec.replicas`;
 /// Job `spec.parallelism` (and `spec.completions` when split).
-pub fn revise_replicas(
-    object: &mut Value,
-    key: &ObjectKey,
-    replicas: Option<i64>,
-    completions: Option<i64>,
-) {
+pub fn revise_replicas(object: &mut Value, key: &ObjectKey, replicas: Option<i64>, completions: Option<i64>) {
     let field = match (key.group(), key.kind.as_str()) {
         ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") => "replicas",
         ("batch", "Job") => "parallelism",
@@ -319,11 +220,7 @@ fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: So
             let policy = &loaded.propagation_policies[p];
             let overwrite = policy.spec.conflict_resolution == Some(ConflictResolution::Overwrite);
             let preserve = policy.spec.preserve_resources_on_deletion.unwrap_or(false);
-            (
-                policy.describe("PropagationPolicy", "ClusterPropagationPolicy"),
-                overwrite,
-                preserve,
-            )
+            (policy.describe("PropagationPolicy", "ClusterPropagationPolicy"), overwrite, preserve)
         }
         Source::NamespaceSync => ("namespace-sync".to_owned(), false, false),
         Source::Dependency => ("dependency".to_owned(), false, false),
@@ -336,10 +233,7 @@ fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: So
     labels.insert(MANAGED_LABEL.into(), "true".into());
     let annotations = object_map(metadata, "annotations");
     annotations.insert(POLICY_ANNOTATION.into(), policy.into());
-    annotations.insert(
-        SOURCE_ANNOTATION.into(),
-        template.origin.file.clone().into(),
-    );
+    annotations.insert(SOURCE_ANNOTATION.into(), template.origin.file.clone().into());
     annotations.insert(CONFLICT_ANNOTATION.into(), resolution.into());
     if preserve {
         annotations.insert(PRESERVE_ANNOTATION.into(), "true".into());
@@ -348,10 +242,7 @@ fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: So
 
 /// Karmada's `mergeConflictResolution`: a template annotation of `overwrite` or `abort`
 /// wins; otherwise the policy's choice.
-pub fn conflict_resolution(
-    template_annotation: Option<&str>,
-    policy_overwrite: bool,
-) -> &'static str {
+pub fn conflict_resolution(template_annotation: Option<&str>, policy_overwrite: bool) -> &'static str {
     match template_annotation {
         Some("overwrite") => "overwrite",
         Some("abort") => "abort",
@@ -361,9 +252,7 @@ pub fn conflict_resolution(
 }
 
 fn object_map<'a>(metadata: &'a mut Map<String, Value>, field: &str) -> &'a mut Map<String, Value> {
-    let entry = metadata
-        .entry(field)
-        .or_insert_with(|| Value::Object(Map::new()));
+    let entry = metadata.entry(field).or_insert_with(|| Value::Object(Map::new()));
     if !entry.is_object() {
         *entry = Value::Object(Map::new());
     }
@@ -392,10 +281,7 @@ pub fn prune(object: &mut Value, key: &ObjectKey) {
         ] {
             metadata.remove(field);
         }
-        if let Some(annotations) = metadata
-            .get_mut("annotations")
-            .and_then(Value::as_object_mut)
-        {
+        if let Some(annotations) = metadata.get_mut("annotations").and_then(Value::as_object_mut) {
             annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
             if key.kind == "Deployment" {
                 annotations.remove("deployment.kubernetes.io/revision");
@@ -424,25 +310,16 @@ fn prune_job(spec: &mut Map<String, Value>) {
     if spec.get("manualSelector").and_then(Value::as_bool) == Some(true) {
         return;
     }
-    const GENERATED: [&str; 4] = [
-        "controller-uid",
-        "batch.kubernetes.io/controller-uid",
-        "job-name",
-        "batch.kubernetes.io/job-name",
-    ];
-    if let Some(labels) = spec
-        .get_mut("selector")
-        .and_then(|s| s.get_mut("matchLabels"))
-        .and_then(Value::as_object_mut)
+    const GENERATED: [&str; 4] =
+        ["controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"];
+    if let Some(labels) = spec.get_mut("selector").and_then(|s| s.get_mut("matchLabels")).and_then(Value::as_object_mut)
     {
         for l in &GENERATED[..2] {
             labels.remove(*l);
         }
     }
-    let template_labels = spec
-        .get_mut("template")
-        .and_then(|t| t.get_mut("metadata"))
-        .and_then(|m| m.get_mut("labels"));
+    let template_labels =
+        spec.get_mut("template").and_then(|t| t.get_mut("metadata")).and_then(|m| m.get_mut("labels"));
     if let Some(labels) = template_labels.and_then(Value::as_object_mut) {
         for l in GENERATED {
             labels.remove(l);

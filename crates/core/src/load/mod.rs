@@ -18,9 +18,7 @@ use serde_json::Value;
 
 use crate::model::autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
 use crate::model::cluster::{Cluster, ClusterSpec};
-use crate::model::{
-    Limits, Loaded, Named, ObjectKey, Origin, OverrideSpec, PropagationSpec, RepoFiles, Template,
-};
+use crate::model::{Limits, Loaded, Named, ObjectKey, Origin, OverrideSpec, PropagationSpec, RepoFiles, Template};
 
 pub use split::{Chunk, split};
 
@@ -115,10 +113,8 @@ enum Parsed {
 /// Loads every manifest of a revision. See the module docs.
 pub fn load(files: &RepoFiles, limits: &Limits) -> Result<Loaded, LoadError> {
     let chunks = split_files(files, limits)?;
-    let parsed: Vec<Result<Vec<(Origin, Parsed)>, LoadError>> = chunks
-        .par_iter()
-        .map(|(file, chunk)| parse_document(file, chunk, limits))
-        .collect();
+    let parsed: Vec<Result<Vec<(Origin, Parsed)>, LoadError>> =
+        chunks.par_iter().map(|(file, chunk)| parse_document(file, chunk, limits)).collect();
     let mut loaded = Loaded::default();
     let mut raw_templates = Vec::new();
     for result in parsed {
@@ -138,17 +134,10 @@ pub fn load(files: &RepoFiles, limits: &Limits) -> Result<Loaded, LoadError> {
     Ok(loaded)
 }
 
-fn split_files<'a>(
-    files: &'a RepoFiles,
-    limits: &Limits,
-) -> Result<Vec<(&'a str, Chunk<'a>)>, LoadError> {
+fn split_files<'a>(files: &'a RepoFiles, limits: &Limits) -> Result<Vec<(&'a str, Chunk<'a>)>, LoadError> {
     let mut total = 0usize;
     let mut out = Vec::new();
-    for (path, bytes) in files
-        .files
-        .iter()
-        .filter(|(p, _)| RepoFiles::is_manifest_path(p))
-    {
+    for (path, bytes) in files.files.iter().filter(|(p, _)| RepoFiles::is_manifest_path(p)) {
         if bytes.len() > limits.max_file_bytes {
             return Err(LoadError::FileTooLarge {
                 file: path.clone(),
@@ -158,20 +147,13 @@ fn split_files<'a>(
         }
         total += bytes.len();
         if total > limits.max_total_bytes {
-            return Err(LoadError::RepoTooLarge {
-                limit: limits.max_total_bytes,
-            });
+            return Err(LoadError::RepoTooLarge { limit: limits.max_total_bytes });
         }
-        let text = std::str::from_utf8(bytes).map_err(|e| LoadError::NotUtf8 {
-            file: path.clone(),
-            offset: e.valid_up_to(),
-        })?;
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| LoadError::NotUtf8 { file: path.clone(), offset: e.valid_up_to() })?;
         let chunks = split(text);
         if chunks.len() > limits.max_documents_per_file {
-            return Err(LoadError::TooManyDocuments {
-                file: path.clone(),
-                limit: limits.max_documents_per_file,
-            });
+            return Err(LoadError::TooManyDocuments { file: path.clone(), limit: limits.max_documents_per_file });
         }
         out.extend(chunks.into_iter().map(|c| (path.as_str(), c)));
     }
@@ -201,136 +183,65 @@ fn parse_error(file: &str, chunk: &Chunk<'_>, err: &serde_saphyr::Error) -> Load
         line_offset: (chunk.line - 1) as u64,
         snippets: serde_saphyr::SnippetMode::Off,
     };
-    LoadError::Parse {
-        file: file.to_owned(),
-        document: chunk.document,
-        message: err.render_with_options(options),
-    }
+    LoadError::Parse { file: file.to_owned(), document: chunk.document, message: err.render_with_options(options) }
 }
 
-fn parse_as<T: DeserializeOwned>(
-    file: &str,
-    chunk: &Chunk<'_>,
-    limits: &Limits,
-) -> Result<T, LoadError> {
-    serde_saphyr::from_str_with_options(chunk.text, parse_options(limits))
-        .map_err(|e| parse_error(file, chunk, &e))
+fn parse_as<T: DeserializeOwned>(file: &str, chunk: &Chunk<'_>, limits: &Limits) -> Result<T, LoadError> {
+    serde_saphyr::from_str_with_options(chunk.text, parse_options(limits)).map_err(|e| parse_error(file, chunk, &e))
 }
 
-fn parse_document(
-    file: &str,
-    chunk: &Chunk<'_>,
-    limits: &Limits,
-) -> Result<Vec<(Origin, Parsed)>, LoadError> {
-    let origin = Origin {
-        file: file.to_owned(),
-        document: chunk.document,
-        line: chunk.line,
-    };
+fn parse_document(file: &str, chunk: &Chunk<'_>, limits: &Limits) -> Result<Vec<(Origin, Parsed)>, LoadError> {
+    let origin = Origin { file: file.to_owned(), document: chunk.document, line: chunk.line };
     if chunk.text.len() > limits.max_document_bytes {
-        return Err(LoadError::DocumentTooLarge {
-            origin,
-            size: chunk.text.len(),
-            limit: limits.max_document_bytes,
-        });
+        return Err(LoadError::DocumentTooLarge { origin, size: chunk.text.len(), limit: limits.max_document_bytes });
     }
     let value: Value = parse_as(file, chunk, limits)?;
     if value.is_null() {
         return Ok(Vec::new());
     }
-    let invalid = |message: String| LoadError::Invalid {
-        origin: origin.clone(),
-        message,
-    };
+    let invalid = |message: String| LoadError::Invalid { origin: origin.clone(), message };
     let api_version = required_str(&value, "apiVersion").map_err(invalid)?;
     let kind = required_str(&value, "kind").map_err(invalid)?;
-    let parsed =
-        match (api_version, kind) {
-            (_, "List") if api_version == "v1" => return list_items(value, &origin),
-            ("policy.karmada.io/v1alpha1", "PropagationPolicy") => Parsed::Propagation(typed(
-                file,
-                chunk,
-                limits,
-                &origin,
-                true,
-                validate::propagation,
-            )?),
-            ("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy") => Parsed::Propagation(
-                typed(file, chunk, limits, &origin, false, validate::propagation)?,
-            ),
-            ("policy.karmada.io/v1alpha1", "OverridePolicy") => Parsed::Override(typed(
-                file,
-                chunk,
-                limits,
-                &origin,
-                true,
-                validate::overrides,
-            )?),
-            ("policy.karmada.io/v1alpha1", "ClusterOverridePolicy") => Parsed::Override(typed(
-                file,
-                chunk,
-                limits,
-                &origin,
-                false,
-                validate::overrides,
-            )?),
-            ("cluster.karmada.io/v1alpha1", "Cluster") => {
-                let (named, labels) = typed_with_labels::<ClusterSpec>(
-                    file,
-                    chunk,
-                    limits,
-                    &origin,
-                    false,
-                    validate::cluster,
-                )?;
-                validate::cluster_name(&named.name).map_err(invalid)?;
-                Parsed::Cluster(Cluster {
-                    name: named.name,
-                    labels,
-                    spec: named.spec,
-                    origin: origin.clone(),
-                })
-            }
-            ("autoscaling.karmada.io/v1alpha1", "FederatedHPA") => Parsed::FederatedHpa(typed(
-                file,
-                chunk,
-                limits,
-                &origin,
-                true,
-                validate::federated_hpa,
-            )?),
-            ("autoscaling.karmada.io/v1alpha1", "CronFederatedHPA") => {
-                Parsed::CronFederatedHpa(typed(
-                    file,
-                    chunk,
-                    limits,
-                    &origin,
-                    true,
-                    validate::cron_federated_hpa,
-                )?)
-            }
-            _ if scope::is_karmada_group(api_version) => {
-                return Err(invalid(format!(
-                    "{api_version} {kind} is not supported by flotilla"
-                )));
-            }
-            _ => Parsed::Template(value),
-        };
+    let parsed = match (api_version, kind) {
+        (_, "List") if api_version == "v1" => return list_items(value, &origin),
+        ("policy.karmada.io/v1alpha1", "PropagationPolicy") => {
+            Parsed::Propagation(typed(file, chunk, limits, &origin, true, validate::propagation)?)
+        }
+        ("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy") => {
+            Parsed::Propagation(typed(file, chunk, limits, &origin, false, validate::propagation)?)
+        }
+        ("policy.karmada.io/v1alpha1", "OverridePolicy") => {
+            Parsed::Override(typed(file, chunk, limits, &origin, true, validate::overrides)?)
+        }
+        ("policy.karmada.io/v1alpha1", "ClusterOverridePolicy") => {
+            Parsed::Override(typed(file, chunk, limits, &origin, false, validate::overrides)?)
+        }
+        ("cluster.karmada.io/v1alpha1", "Cluster") => {
+            let (named, labels) =
+                typed_with_labels::<ClusterSpec>(file, chunk, limits, &origin, false, validate::cluster)?;
+            validate::cluster_name(&named.name).map_err(invalid)?;
+            Parsed::Cluster(Cluster { name: named.name, labels, spec: named.spec, origin: origin.clone() })
+        }
+        ("autoscaling.karmada.io/v1alpha1", "FederatedHPA") => {
+            Parsed::FederatedHpa(typed(file, chunk, limits, &origin, true, validate::federated_hpa)?)
+        }
+        ("autoscaling.karmada.io/v1alpha1", "CronFederatedHPA") => {
+            Parsed::CronFederatedHpa(typed(file, chunk, limits, &origin, true, validate::cron_federated_hpa)?)
+        }
+        _ if scope::is_karmada_group(api_version) => {
+            return Err(invalid(format!("{api_version} {kind} is not supported by flotilla")));
+        }
+        _ => Parsed::Template(value),
+    };
     Ok(vec![(origin, parsed)])
 }
 
 /// A `v1 List`: each item is a template of its own, located at the list's document.
 fn list_items(value: Value, origin: &Origin) -> Result<Vec<(Origin, Parsed)>, LoadError> {
     let Some(Value::Array(items)) = value.get("items").cloned() else {
-        return Err(LoadError::Invalid {
-            origin: origin.clone(),
-            message: "a List needs an items array".into(),
-        });
+        return Err(LoadError::Invalid { origin: origin.clone(), message: "a List needs an items array".into() });
     };
-    items
-        .into_iter()
-        .map(|item| Ok((origin.clone(), Parsed::Template(item))))
-        .collect()
+    items.into_iter().map(|item| Ok((origin.clone(), Parsed::Template(item)))).collect()
 }
 
 fn required_str<'v>(value: &'v Value, field: &str) -> Result<&'v str, String> {
@@ -388,36 +299,19 @@ fn typed_with_labels<S: DeserializeOwned>(
     namespaced: bool,
     check: fn(&mut S, Option<&str>) -> Result<(), String>,
 ) -> Result<(Named<S>, BTreeMap<String, String>), LoadError> {
-    let invalid = |message: String| LoadError::Invalid {
-        origin: origin.clone(),
-        message,
-    };
+    let invalid = |message: String| LoadError::Invalid { origin: origin.clone(), message };
     let doc: TypedDoc<S> = parse_as(file, chunk, limits)?;
-    validate::object_name(&doc.metadata.name)
-        .map_err(|m| invalid(format!("metadata.name: {m}")))?;
+    validate::object_name(&doc.metadata.name).map_err(|m| invalid(format!("metadata.name: {m}")))?;
     let namespace = match (namespaced, doc.metadata.namespace) {
-        (true, ns) => Some(
-            ns.filter(|ns| !ns.is_empty())
-                .unwrap_or_else(|| "default".to_owned()),
-        ),
+        (true, ns) => Some(ns.filter(|ns| !ns.is_empty()).unwrap_or_else(|| "default".to_owned())),
         (false, Some(ns)) if !ns.is_empty() => {
-            return Err(invalid(format!(
-                "a cluster-scoped object cannot have metadata.namespace ({ns})"
-            )));
+            return Err(invalid(format!("a cluster-scoped object cannot have metadata.namespace ({ns})")));
         }
         (false, _) => None,
     };
     let mut spec = doc.spec;
     check(&mut spec, namespace.as_deref()).map_err(invalid)?;
-    Ok((
-        Named {
-            namespace,
-            name: doc.metadata.name,
-            spec,
-            origin: origin.clone(),
-        },
-        doc.metadata.labels,
-    ))
+    Ok((Named { namespace, name: doc.metadata.name, spec, origin: origin.clone() }, doc.metadata.labels))
 }
 
 /// Turns raw template objects into keyed [`Template`]s: names checked, namespaces
@@ -449,37 +343,18 @@ fn finish(loaded: &mut Loaded) -> Result<(), LoadError> {
         if pair[0].name == pair[1].name {
             return Err(LoadError::Invalid {
                 origin: pair[1].origin.clone(),
-                message: format!(
-                    "Cluster {} is declared twice; the other is at {}",
-                    pair[1].name, pair[0].origin
-                ),
+                message: format!("Cluster {} is declared twice; the other is at {}", pair[1].name, pair[0].origin),
             });
         }
     }
-    unique_names(
-        &mut loaded.propagation_policies,
-        "PropagationPolicy",
-        "ClusterPropagationPolicy",
-    )?;
-    unique_names(
-        &mut loaded.override_policies,
-        "OverridePolicy",
-        "ClusterOverridePolicy",
-    )?;
+    unique_names(&mut loaded.propagation_policies, "PropagationPolicy", "ClusterPropagationPolicy")?;
+    unique_names(&mut loaded.override_policies, "OverridePolicy", "ClusterOverridePolicy")?;
     unique_names(&mut loaded.federated_hpas, "FederatedHPA", "FederatedHPA")?;
-    unique_names(
-        &mut loaded.cron_federated_hpas,
-        "CronFederatedHPA",
-        "CronFederatedHPA",
-    )?;
+    unique_names(&mut loaded.cron_federated_hpas, "CronFederatedHPA", "CronFederatedHPA")?;
     Ok(())
 }
 
-fn unique_names<S>(
-    items: &mut [Named<S>],
-    namespaced: &str,
-    cluster: &str,
-) -> Result<(), LoadError> {
+fn unique_names<S>(items: &mut [Named<S>], namespaced: &str, cluster: &str) -> Result<(), LoadError> {
     items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     for pair in items.windows(2) {
         if (&pair[0].namespace, &pair[0].name) == (&pair[1].namespace, &pair[1].name) {

@@ -29,24 +29,12 @@ const CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("networking.k8s.io", "IPAddress"),
     ("networking.k8s.io", "ServiceCIDR"),
     ("node.k8s.io", "RuntimeClass"),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingWebhookConfiguration",
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingWebhookConfiguration",
-    ),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
     ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingAdmissionPolicyBinding",
-    ),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
     ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingAdmissionPolicyBinding",
-    ),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"),
     ("certificates.k8s.io", "CertificateSigningRequest"),
     ("certificates.k8s.io", "ClusterTrustBundle"),
     ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
@@ -84,35 +72,18 @@ impl Scopes {
 
     fn is_cluster_scoped(&self, group: &str, kind: &str) -> bool {
         CLUSTER_SCOPED.contains(&(group, kind))
-            || self
-                .custom
-                .get(&(group.to_owned(), kind.to_owned()))
-                .copied()
-                .unwrap_or(false)
+            || self.custom.get(&(group.to_owned(), kind.to_owned())).copied().unwrap_or(false)
     }
 }
 
 /// Builds the keyed template: checks metadata, defaults the namespace of namespaced
 /// kinds to `default` (as `kubectl apply` does) and drops it from cluster-scoped ones.
 pub fn keyed(mut object: Value, origin: Origin, scopes: &Scopes) -> Result<Template, LoadError> {
-    let invalid = |message: String| LoadError::Invalid {
-        origin: origin.clone(),
-        message,
-    };
-    let api_version = object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let kind = object
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let invalid = |message: String| LoadError::Invalid { origin: origin.clone(), message };
+    let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
     if api_version.is_empty() || kind.is_empty() {
-        return Err(invalid(
-            "apiVersion and kind must be non-empty strings".into(),
-        ));
+        return Err(invalid("apiVersion and kind must be non-empty strings".into()));
     }
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return Err(invalid("missing metadata".into()));
@@ -120,9 +91,7 @@ pub fn keyed(mut object: Value, origin: Origin, scopes: &Scopes) -> Result<Templ
     let name = match metadata.get("name") {
         Some(Value::String(name)) => name.clone(),
         _ if metadata.contains_key("generateName") => {
-            return Err(invalid(
-                "metadata.generateName is not supported: GitOps needs a fixed metadata.name".into(),
-            ));
+            return Err(invalid("metadata.generateName is not supported: GitOps needs a fixed metadata.name".into()));
         }
         _ => return Err(invalid("metadata.name must be a non-empty string".into())),
     };
@@ -135,7 +104,10 @@ pub fn keyed(mut object: Value, origin: Origin, scopes: &Scopes) -> Result<Templ
         None
     } else {
         let ns = match metadata.get("namespace") {
-            Some(Value::String(ns)) if !ns.is_empty() => ns.clone(),
+            Some(Value::String(ns)) if !ns.is_empty() => {
+                super::validate::object_name(ns).map_err(|m| invalid(format!("metadata.namespace: {m}")))?;
+                ns.clone()
+            }
             None | Some(Value::Null) => "default".to_owned(),
             Some(Value::String(_)) => "default".to_owned(),
             Some(_) => return Err(invalid("metadata.namespace must be a string".into())),
@@ -143,25 +115,11 @@ pub fn keyed(mut object: Value, origin: Origin, scopes: &Scopes) -> Result<Templ
         metadata.insert("namespace".into(), Value::String(ns.clone()));
         Some(ns)
     };
-    let key = ObjectKey {
-        api_version,
-        kind,
-        namespace,
-        name,
-    };
-    Ok(Template {
-        key,
-        labels,
-        object,
-        origin,
-        derived_from: None,
-    })
+    let key = ObjectKey { api_version, kind, namespace, name };
+    Ok(Template { key, labels, object, origin, derived_from: None })
 }
 
-fn string_map(
-    metadata: &Map<String, Value>,
-    field: &str,
-) -> Result<BTreeMap<String, String>, String> {
+fn string_map(metadata: &Map<String, Value>, field: &str) -> Result<BTreeMap<String, String>, String> {
     match metadata.get(field) {
         None | Some(Value::Null) => Ok(BTreeMap::new()),
         Some(Value::Object(map)) => map
@@ -211,12 +169,7 @@ pub fn derived_service(template: &Template) -> Option<Template> {
         "spec": {"type": "ClusterIP", "ports": ports},
     });
     Some(Template {
-        key: ObjectKey {
-            api_version: "v1".into(),
-            kind: "Service".into(),
-            namespace: Some(namespace),
-            name,
-        },
+        key: ObjectKey { api_version: "v1".into(), kind: "Service".into(), namespace: Some(namespace), name },
         labels: BTreeMap::new(),
         object,
         origin: template.origin.clone(),

@@ -39,11 +39,7 @@ pub fn split(text: &str) -> Vec<Chunk<'_>> {
 
 fn push<'a>(chunks: &mut Vec<Chunk<'a>>, text: &'a str, line: usize) {
     if text.lines().any(has_content) {
-        chunks.push(Chunk {
-            document: chunks.len() + 1,
-            line,
-            text,
-        });
+        chunks.push(Chunk { document: chunks.len() + 1, line, text });
     }
 }
 

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use crate::model::autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
 use crate::model::cluster::ClusterSpec;
 use crate::model::policy::{
-    ClusterAffinity, ClusterAffinityTerm, DivisionPreference, Operator, OverrideSpec, Placement,
-    Preemption, PropagationSpec, ReplicaSchedulingType, SpreadConstraint, SpreadField,
+    ClusterAffinity, ClusterAffinityTerm, DivisionPreference, Operator, OverrideSpec, Placement, Preemption,
+    PropagationSpec, ReplicaSchedulingType, SpreadConstraint, SpreadField,
 };
 
 type Check = Result<(), String>;
@@ -19,44 +19,33 @@ fn ensure(condition: bool, message: impl FnOnce() -> String) -> Check {
 /// A `metadata.name` any kind accepts at least: non-empty, at most 253 bytes, no `/`.
 pub fn object_name(name: &str) -> Check {
     ensure(!name.is_empty(), || "must not be empty".into())?;
-    ensure(name.len() <= 253, || {
-        "must be at most 253 characters".into()
-    })?;
-    ensure(!name.contains('/') && name != "." && name != "..", || {
-        format!("{name:?} is not a valid name")
-    })
+    ensure(name.len() <= 253, || "must be at most 253 characters".into())?;
+    ensure(!name.contains('/') && name != "." && name != "..", || format!("{name:?} is not a valid name"))
 }
 
 /// Cluster names are DNS-1123 labels of at most 48 characters (`karmada-es-` must fit).
 pub fn cluster_name(name: &str) -> Check {
     let valid = name.len() <= 48
         && !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-');
-    ensure(valid, || {
-        format!("metadata.name: {name:?} must be a DNS-1123 label of at most 48 characters")
-    })
+    ensure(valid, || format!("metadata.name: {name:?} must be a DNS-1123 label of at most 48 characters"))
 }
 
 /// Defaults and validates a PropagationPolicy (`namespace: Some`) or
 /// ClusterPropagationPolicy spec.
 pub fn propagation(spec: &mut PropagationSpec, namespace: Option<&str>) -> Check {
-    ensure(!spec.resource_selectors.is_empty(), || {
-        "spec.resourceSelectors: at least one selector is required".into()
-    })?;
+    ensure(!spec.resource_selectors.is_empty(), || "spec.resourceSelectors: at least one selector is required".into())?;
     for selector in &mut spec.resource_selectors {
         if let (Some(ns), None) = (namespace, &selector.namespace) {
             selector.namespace = Some(ns.to_owned());
         }
     }
     if spec.preemption == Some(Preemption::Always) {
-        ensure(
-            spec.resource_selectors.iter().all(|s| s.name.is_some()),
-            || "spec.resourceSelectors: preemption Always needs a name in every selector".into(),
-        )?;
+        ensure(spec.resource_selectors.iter().all(|s| s.name.is_some()), || {
+            "spec.resourceSelectors: preemption Always needs a name in every selector".into()
+        })?;
     }
     let imports_services = spec
         .resource_selectors
@@ -64,55 +53,40 @@ pub fn propagation(spec: &mut PropagationSpec, namespace: Option<&str>) -> Check
         .any(|s| s.api_version == "multicluster.x-k8s.io/v1alpha1" && s.kind == "ServiceImport");
     spec.propagate_deps |= spec.association || imports_services;
     if let Some(suspension) = &spec.suspension {
-        ensure(
-            suspension.dispatching.is_none() || suspension.dispatching_on_clusters.is_none(),
-            || "spec.suspension: dispatching and dispatchingOnClusters cannot both be set".into(),
-        )?;
+        ensure(suspension.dispatching.is_none() || suspension.dispatching_on_clusters.is_none(), || {
+            "spec.suspension: dispatching and dispatchingOnClusters cannot both be set".into()
+        })?;
     }
     placement(&mut spec.placement)
 }
 
 fn placement(placement: &mut Placement) -> Check {
-    ensure(
-        placement.cluster_affinity.is_none() || placement.cluster_affinities.is_empty(),
-        || "spec.placement: clusterAffinity and clusterAffinities cannot both be set".into(),
-    )?;
+    ensure(placement.cluster_affinity.is_none() || placement.cluster_affinities.is_empty(), || {
+        "spec.placement: clusterAffinity and clusterAffinities cannot both be set".into()
+    })?;
     if let Some(affinity) = &placement.cluster_affinity {
         cluster_affinity(affinity, "spec.placement.clusterAffinity")?;
     }
     affinity_terms(&placement.cluster_affinities)?;
     for (i, toleration) in placement.cluster_tolerations.iter().enumerate() {
         let at = format!("spec.placement.clusterTolerations[{i}]");
-        ensure(
-            matches!(toleration.operator.as_str(), "" | "Equal" | "Exists"),
-            || {
-                format!(
-                    "{at}.operator: {:?} is not supported (Equal or Exists)",
-                    toleration.operator
-                )
-            },
-        )?;
-        ensure(
-            toleration.operator != "Exists" || toleration.value.is_empty(),
-            || format!("{at}.value: must be empty with operator Exists"),
-        )?;
+        ensure(matches!(toleration.operator.as_str(), "" | "Equal" | "Exists"), || {
+            format!("{at}.operator: {:?} is not supported (Equal or Exists)", toleration.operator)
+        })?;
+        ensure(toleration.operator != "Exists" || toleration.value.is_empty(), || {
+            format!("{at}.value: must be empty with operator Exists")
+        })?;
     }
     spread_constraints(&mut placement.spread_constraints)?;
     if let Some(rs) = &mut placement.replica_scheduling {
-        let kind = *rs
-            .replica_scheduling_type
-            .get_or_insert(ReplicaSchedulingType::Divided);
+        let kind = *rs.replica_scheduling_type.get_or_insert(ReplicaSchedulingType::Divided);
         if kind == ReplicaSchedulingType::Divided && rs.replica_division_preference.is_none() {
             rs.replica_division_preference = Some(DivisionPreference::Weighted);
         }
         if let Some(weights) = &rs.weight_preference {
             for (i, w) in weights.static_weight_list.iter().enumerate() {
-                let at = format!(
-                    "spec.placement.replicaScheduling.weightPreference.staticWeightList[{i}]"
-                );
-                ensure(w.weight >= 1, || {
-                    format!("{at}.weight: must be at least 1, got {}", w.weight)
-                })?;
+                let at = format!("spec.placement.replicaScheduling.weightPreference.staticWeightList[{i}]");
+                ensure(w.weight >= 1, || format!("{at}.weight: must be at least 1, got {}", w.weight))?;
                 cluster_affinity(&w.target_cluster, &format!("{at}.targetCluster"))?;
             }
         }
@@ -124,22 +98,16 @@ fn affinity_terms(terms: &[ClusterAffinityTerm]) -> Check {
     let mut names = BTreeSet::new();
     let all = terms.iter().enumerate().flat_map(|(i, t)| {
         std::iter::once((format!("spec.placement.clusterAffinities[{i}]"), t)).chain(
-            t.overflow_affinities.iter().enumerate().map(move |(j, o)| {
-                (
-                    format!("spec.placement.clusterAffinities[{i}].overflowAffinities[{j}]"),
-                    o,
-                )
-            }),
+            t.overflow_affinities
+                .iter()
+                .enumerate()
+                .map(move |(j, o)| (format!("spec.placement.clusterAffinities[{i}].overflowAffinities[{j}]"), o)),
         )
     });
     for (at, term) in all {
         let name = &term.affinity_name;
-        ensure(!name.is_empty() && name.len() <= 32, || {
-            format!("{at}.affinityName: must be 1 to 32 characters")
-        })?;
-        ensure(names.insert(name.clone()), || {
-            format!("{at}.affinityName: {name:?} is used twice")
-        })?;
+        ensure(!name.is_empty() && name.len() <= 32, || format!("{at}.affinityName: must be 1 to 32 characters"))?;
+        ensure(names.insert(name.clone()), || format!("{at}.affinityName: {name:?} is used twice"))?;
         cluster_affinity(&term.affinity(), &at)?;
     }
     Ok(())
@@ -151,20 +119,11 @@ pub fn cluster_affinity(affinity: &ClusterAffinity, at: &str) -> Check {
         return Ok(());
     };
     for (i, r) in fields.match_expressions.iter().enumerate() {
-        ensure(
-            matches!(r.key.as_str(), "provider" | "region" | "zone"),
-            || {
-                format!(
-                    "{at}.fieldSelector.matchExpressions[{i}].key: {:?} is not one of provider, region, zone",
-                    r.key
-                )
-            },
-        )?;
+        ensure(matches!(r.key.as_str(), "provider" | "region" | "zone"), || {
+            format!("{at}.fieldSelector.matchExpressions[{i}].key: {:?} is not one of provider, region, zone", r.key)
+        })?;
         ensure(matches!(r.operator.as_str(), "In" | "NotIn"), || {
-            format!(
-                "{at}.fieldSelector.matchExpressions[{i}].operator: {:?} is not In or NotIn",
-                r.operator
-            )
+            format!("{at}.fieldSelector.matchExpressions[{i}].operator: {:?} is not In or NotIn", r.operator)
         })?;
     }
     Ok(())
@@ -174,10 +133,9 @@ fn spread_constraints(constraints: &mut [SpreadConstraint]) -> Check {
     let mut fields = BTreeSet::new();
     for (i, c) in constraints.iter_mut().enumerate() {
         let at = format!("spec.placement.spreadConstraints[{i}]");
-        ensure(
-            c.spread_by_field.is_none() || c.spread_by_label.is_none(),
-            || format!("{at}: spreadByField and spreadByLabel cannot both be set"),
-        )?;
+        ensure(c.spread_by_field.is_none() || c.spread_by_label.is_none(), || {
+            format!("{at}: spreadByField and spreadByLabel cannot both be set")
+        })?;
         if c.spread_by_field.is_none() && c.spread_by_label.is_none() {
             c.spread_by_field = Some(SpreadField::Cluster);
         }
@@ -188,23 +146,15 @@ fn spread_constraints(constraints: &mut [SpreadConstraint]) -> Check {
             format!("{at}: minGroups and maxGroups must not be negative")
         })?;
         ensure(c.max_groups == 0 || c.max_groups >= c.min_groups, || {
-            format!(
-                "{at}: maxGroups ({}) is less than minGroups ({})",
-                c.max_groups, c.min_groups
-            )
+            format!("{at}: maxGroups ({}) is less than minGroups ({})", c.max_groups, c.min_groups)
         })?;
         if let Some(field) = c.spread_by_field {
-            ensure(fields.insert(field), || {
-                format!("{at}.spreadByField: {field:?} appears twice")
-            })?;
+            ensure(fields.insert(field), || format!("{at}.spreadByField: {field:?} appears twice"))?;
         }
     }
-    ensure(
-        fields.is_empty() || fields.contains(&SpreadField::Cluster),
-        || {
-            "spec.placement.spreadConstraints: a spreadByField constraint needs a cluster constraint too".into()
-        },
-    )
+    ensure(fields.is_empty() || fields.contains(&SpreadField::Cluster), || {
+        "spec.placement.spreadConstraints: a spreadByField constraint needs a cluster constraint too".into()
+    })
 }
 
 /// Validates an OverridePolicy (`namespace: Some`) or ClusterOverridePolicy spec.
@@ -230,19 +180,13 @@ pub fn overrides(spec: &mut OverrideSpec, namespace: Option<&str>) -> Check {
         for (j, p) in o.plaintext.iter().enumerate() {
             let needs_value = p.operator != Operator::Remove;
             ensure(needs_value == p.value.is_some(), || {
-                format!(
-                    "{at}.overriders.plaintext[{j}].value: required for add and replace, forbidden for remove"
-                )
+                format!("{at}.overriders.plaintext[{j}].value: required for add and replace, forbidden for remove")
             })?;
-            ensure(p.path.starts_with('/'), || {
-                format!("{at}.overriders.plaintext[{j}].path: must start with /")
-            })?;
+            ensure(p.path.starts_with('/'), || format!("{at}.overriders.plaintext[{j}].path: must start with /"))?;
         }
         for (j, f) in o.field_overrider.iter().enumerate() {
             ensure(f.json.is_empty() != f.yaml.is_empty(), || {
-                format!(
-                    "{at}.overriders.fieldOverrider[{j}]: exactly one of json and yaml is required"
-                )
+                format!("{at}.overriders.fieldOverrider[{j}]: exactly one of json and yaml is required")
             })?;
         }
     }
@@ -251,22 +195,11 @@ pub fn overrides(spec: &mut OverrideSpec, namespace: Option<&str>) -> Check {
 
 /// Validates a Cluster spec (`zone` and `zones` are exclusive).
 pub fn cluster(spec: &mut ClusterSpec, _: Option<&str>) -> Check {
-    ensure(spec.zone.is_none() || spec.zones.is_empty(), || {
-        "spec: zone and zones cannot both be set".into()
-    })?;
+    ensure(spec.zone.is_none() || spec.zones.is_empty(), || "spec: zone and zones cannot both be set".into())?;
     for (i, taint) in spec.taints.iter().enumerate() {
-        ensure(
-            matches!(
-                taint.effect.as_str(),
-                "NoSchedule" | "PreferNoSchedule" | "NoExecute"
-            ),
-            || {
-                format!(
-                    "spec.taints[{i}].effect: {:?} is not NoSchedule, PreferNoSchedule or NoExecute",
-                    taint.effect
-                )
-            },
-        )?;
+        ensure(matches!(taint.effect.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute"), || {
+            format!("spec.taints[{i}].effect: {:?} is not NoSchedule, PreferNoSchedule or NoExecute", taint.effect)
+        })?;
     }
     Ok(())
 }
@@ -274,14 +207,9 @@ pub fn cluster(spec: &mut ClusterSpec, _: Option<&str>) -> Check {
 /// FederatedHPA: `1 <= minReplicas <= maxReplicas` (scale to zero is unsupported).
 pub fn federated_hpa(spec: &mut FederatedHpaSpec, _: Option<&str>) -> Check {
     let min = *spec.min_replicas.get_or_insert(1);
-    ensure(min >= 1, || {
-        format!("spec.minReplicas: must be at least 1, got {min}")
-    })?;
+    ensure(min >= 1, || format!("spec.minReplicas: must be at least 1, got {min}"))?;
     ensure(spec.max_replicas >= min, || {
-        format!(
-            "spec.maxReplicas: {} is less than minReplicas {min}",
-            spec.max_replicas
-        )
+        format!("spec.maxReplicas: {} is less than minReplicas {min}", spec.max_replicas)
     })
 }
 
@@ -290,17 +218,10 @@ pub fn cron_federated_hpa(spec: &mut CronFederatedHpaSpec, _: Option<&str>) -> C
     let mut names = BTreeSet::new();
     for (i, rule) in spec.rules.iter().enumerate() {
         let at = format!("spec.rules[{i}]");
-        ensure(!rule.name.is_empty() && rule.name.len() <= 32, || {
-            format!("{at}.name: must be 1 to 32 characters")
-        })?;
-        ensure(names.insert(&rule.name), || {
-            format!("{at}.name: {:?} is used twice", rule.name)
-        })?;
+        ensure(!rule.name.is_empty() && rule.name.len() <= 32, || format!("{at}.name: must be 1 to 32 characters"))?;
+        ensure(names.insert(&rule.name), || format!("{at}.name: {:?} is used twice", rule.name))?;
         ensure(rule.schedule.split_whitespace().count() == 5, || {
-            format!(
-                "{at}.schedule: {:?} is not a five-field cron expression",
-                rule.schedule
-            )
+            format!("{at}.schedule: {:?} is not a five-field cron expression", rule.schedule)
         })?;
     }
     Ok(())

@@ -58,9 +58,6 @@ pub struct Loaded {
 impl Loaded {
     /// The template with this key, by binary search (templates are sorted).
     pub fn template(&self, key: &ObjectKey) -> Option<&Template> {
-        self.templates
-            .binary_search_by(|t| t.key.cmp(key))
-            .ok()
-            .map(|i| &self.templates[i])
+        self.templates.binary_search_by(|t| t.key.cmp(key)).ok().map(|i| &self.templates[i])
     }
 }

@@ -24,9 +24,7 @@ pub struct ObjectKey {
 impl ObjectKey {
     /// The API group: the part of `apiVersion` before the slash, empty for the core group.
     pub fn group(&self) -> &str {
-        self.api_version
-            .rsplit_once('/')
-            .map_or("", |(group, _)| group)
+        self.api_version.rsplit_once('/').map_or("", |(group, _)| group)
     }
 }
 
@@ -52,11 +50,7 @@ pub struct Origin {
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: document {} (line {})",
-            self.file, self.document, self.line
-        )
+        write!(f, "{}: document {} (line {})", self.file, self.document, self.line)
     }
 }
 
@@ -80,18 +74,11 @@ pub struct Template {
 impl Template {
     /// `metadata.uid` if the manifest carries one; Karmada's replica tie-break hashes it.
     pub fn uid(&self) -> &str {
-        self.object
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        self.object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")
     }
 
     /// An annotation of the template.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.object
-            .get("metadata")?
-            .get("annotations")?
-            .get(key)?
-            .as_str()
+        self.object.get("metadata")?.get("annotations")?.get(key)?.as_str()
     }
 }

@@ -111,10 +111,7 @@ pub struct PlanView<'a> {
 impl PlanView<'_> {
     /// The clusters in view.
     pub fn clusters(&self) -> impl Iterator<Item = (&String, &Vec<Rendered>)> {
-        self.plan
-            .clusters
-            .iter()
-            .filter(|(name, _)| self.only.is_empty() || self.only.contains(name))
+        self.plan.clusters.iter().filter(|(name, _)| self.only.is_empty() || self.only.contains(name))
     }
 }
 
@@ -122,18 +119,8 @@ impl Serialize for PlanView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(3))?;
         map.serialize_entry("revision", &self.plan.revision)?;
-        let clusters: BTreeMap<&String, ClusterManifests<'_>> = self
-            .clusters()
-            .map(|(name, items)| {
-                (
-                    name,
-                    ClusterManifests {
-                        plan: self.plan,
-                        items,
-                    },
-                )
-            })
-            .collect();
+        let clusters: BTreeMap<&String, ClusterManifests<'_>> =
+            self.clusters().map(|(name, items)| (name, ClusterManifests { plan: self.plan, items })).collect();
         map.serialize_entry("clusters", &clusters)?;
         map.serialize_entry("problems", &self.plan.problems)?;
         map.end()
@@ -150,10 +137,7 @@ impl Serialize for ClusterManifests<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.items.len()))?;
         for item in self.items {
-            let manifest = self
-                .plan
-                .manifest(item)
-                .map_err(serde::ser::Error::custom)?;
+            let manifest = self.plan.manifest(item).map_err(serde::ser::Error::custom)?;
             seq.serialize_element(&manifest)?;
         }
         seq.end()

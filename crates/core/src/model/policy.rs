@@ -356,10 +356,7 @@ impl OverrideSpec {
         if self.override_rules.is_empty() {
             self.overriders
                 .iter()
-                .map(|o| OverrideRule {
-                    target_cluster: self.target_cluster.clone(),
-                    overriders: o.clone(),
-                })
+                .map(|o| OverrideRule { target_cluster: self.target_cluster.clone(), overriders: o.clone() })
                 .collect()
         } else {
             self.override_rules.clone()

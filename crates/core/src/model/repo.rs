@@ -49,7 +49,6 @@ impl RepoFiles {
     /// Whether a path is one the loader reads: `.yaml`/`.yml`, with no component that
     /// starts with a dot (so `.git`, `.github` and dotfiles are skipped).
     pub fn is_manifest_path(path: &str) -> bool {
-        (path.ends_with(".yaml") || path.ends_with(".yml"))
-            && !path.split('/').any(|c| c.starts_with('.'))
+        (path.ends_with(".yaml") || path.ends_with(".yml")) && !path.split('/').any(|c| c.starts_with('.'))
     }
 }

@@ -45,22 +45,14 @@ impl LabelSelector {
     /// nothing, as in Karmada.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.is_valid()
-            && self
-                .match_labels
-                .iter()
-                .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
             && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 
     /// Kubernetes' validity rules: qualified keys, valid values, operator arity.
     pub fn is_valid(&self) -> bool {
-        self.match_labels
-            .iter()
-            .all(|(k, v)| is_qualified_name(k) && is_label_value(v))
-            && self
-                .match_expressions
-                .iter()
-                .all(Requirement::is_valid_label_requirement)
+        self.match_labels.iter().all(|(k, v)| is_qualified_name(k) && is_label_value(v))
+            && self.match_expressions.iter().all(Requirement::is_valid_label_requirement)
     }
 }
 
@@ -99,9 +91,7 @@ pub fn is_qualified_name(key: &str) -> bool {
             && p.len() <= 253
             && p.split('.').all(|part| {
                 !part.is_empty()
-                    && part
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                     && !part.starts_with('-')
                     && !part.ends_with('-')
             })
@@ -114,9 +104,7 @@ pub fn is_qualified_name(key: &str) -> bool {
 pub fn is_label_value(value: &str) -> bool {
     value.is_empty()
         || (value.len() <= 63
-            && value
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
             && value.as_bytes()[0].is_ascii_alphanumeric()
             && value.as_bytes()[value.len() - 1].is_ascii_alphanumeric())
 }
@@ -126,10 +114,7 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
@@ -150,17 +135,10 @@ mod tests {
 
     #[test]
     fn an_invalid_selector_matches_nothing() {
-        let empty_key = LabelSelector {
-            match_labels: labels(&[("", "bar")]),
-            ..Default::default()
-        };
+        let empty_key = LabelSelector { match_labels: labels(&[("", "bar")]), ..Default::default() };
         assert!(!empty_key.matches(&labels(&[("", "bar")])));
         let in_without_values = LabelSelector {
-            match_expressions: vec![Requirement {
-                key: "a".into(),
-                operator: "In".into(),
-                values: vec![],
-            }],
+            match_expressions: vec![Requirement { key: "a".into(), operator: "In".into(), values: vec![] }],
             ..Default::default()
         };
         assert!(!in_without_values.matches(&labels(&[("a", "")])));

@@ -29,17 +29,10 @@ impl ImageRef {
             _ => (name, ""),
         };
         let (registry, repository) = match name.split_once('/') {
-            Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" => {
-                (first, rest)
-            }
+            Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" => (first, rest),
             _ => ("", name),
         };
-        Self {
-            registry: registry.into(),
-            repository: repository.into(),
-            tag: tag.into(),
-            digest: digest.into(),
-        }
+        Self { registry: registry.into(), repository: repository.into(), tag: tag.into(), digest: digest.into() }
     }
 }
 
@@ -64,8 +57,7 @@ fn is_tag(s: &str) -> bool {
     !b.is_empty()
         && b.len() <= 128
         && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
 }
 
 fn is_digest(s: &str) -> bool {
@@ -73,8 +65,7 @@ fn is_digest(s: &str) -> bool {
         return false;
     };
     let algorithm_ok = algorithm.split(['-', '_', '+', '.']).all(|part| {
-        part.as_bytes().first().is_some_and(u8::is_ascii_alphabetic)
-            && part.bytes().all(|c| c.is_ascii_alphanumeric())
+        part.as_bytes().first().is_some_and(u8::is_ascii_alphabetic) && part.bytes().all(|c| c.is_ascii_alphanumeric())
     });
     algorithm_ok && hex.len() >= 32 && hex.bytes().all(|c| c.is_ascii_hexdigit())
 }
@@ -105,14 +96,7 @@ fn edit_tag(image: &mut ImageRef, operator: Operator, value: &str) {
             }
             return;
         }
-        Operator::Add => format!(
-            "{}{value}",
-            if image.tag.is_empty() {
-                &image.digest
-            } else {
-                &image.tag
-            }
-        ),
+        Operator::Add => format!("{}{value}", if image.tag.is_empty() { &image.digest } else { &image.tag }),
         Operator::Replace => value.to_owned(),
     };
     if is_tag(&candidate) {
@@ -126,9 +110,7 @@ fn edit_tag(image: &mut ImageRef, operator: Operator, value: &str) {
 pub fn containers_path(kind: &str) -> Option<&'static str> {
     match kind {
         "Pod" => Some("/spec/containers"),
-        "ReplicaSet" | "Deployment" | "DaemonSet" | "StatefulSet" | "Job" => {
-            Some("/spec/template/spec/containers")
-        }
+        "ReplicaSet" | "Deployment" | "DaemonSet" | "StatefulSet" | "Job" => Some("/spec/template/spec/containers"),
         _ => None,
     }
 }
@@ -141,10 +123,7 @@ pub fn patches(object: &Value, kind: &str, overrider: &ImageOverrider) -> Vec<Pa
             let Some(base) = containers_path(kind) else {
                 return Vec::new();
             };
-            let count = object
-                .pointer(base)
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
+            let count = object.pointer(base).and_then(Value::as_array).map_or(0, Vec::len);
             (0..count).map(|i| format!("{base}/{i}/image")).collect()
         }
     };
@@ -177,9 +156,6 @@ mod tests {
             assert_eq!(ImageRef::parse(image).to_string(), image);
         }
         let parsed = ImageRef::parse("library/nginx:1.25");
-        assert_eq!(
-            (parsed.registry.as_str(), parsed.repository.as_str()),
-            ("", "library/nginx")
-        );
+        assert_eq!((parsed.registry.as_str(), parsed.repository.as_str()), ("", "library/nginx"));
     }
 }

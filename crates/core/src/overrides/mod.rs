@@ -15,9 +15,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::matching::{MatchLevel, policy_level};
-use crate::model::policy::{
-    CommandArgsOverrider, FieldOverrider, MapOverrider, Operator, OverrideRule, Overriders,
-};
+use crate::model::policy::{CommandArgsOverrider, FieldOverrider, MapOverrider, Operator, OverrideRule, Overriders};
 use crate::model::{Cluster, Loaded, Named, OverrideSpec, Template};
 use crate::schedule::filter::cluster_matches;
 
@@ -45,11 +43,7 @@ pub struct PatchOp {
 impl PatchOp {
     /// A `replace` operation.
     pub fn replace(path: String, value: Value) -> Self {
-        Self {
-            op: "replace".into(),
-            path,
-            value: Some(value),
-        }
+        Self { op: "replace".into(), path, value: Some(value) }
     }
 
     fn new(operator: Operator, path: String, value: Option<Value>) -> Self {
@@ -58,15 +52,7 @@ impl PatchOp {
             Operator::Remove => "remove",
             Operator::Replace => "replace",
         };
-        Self {
-            op: op.into(),
-            path,
-            value: if operator == Operator::Remove {
-                None
-            } else {
-                value
-            },
-        }
+        Self { op: op.into(), path, value: if operator == Operator::Remove { None } else { value } }
     }
 }
 
@@ -132,11 +118,7 @@ pub fn matching(loaded: &Loaded, template: &Template, cluster: &Cluster) -> Vec<
             rules
                 .iter()
                 .enumerate()
-                .filter(|(_, r)| {
-                    r.target_cluster
-                        .as_ref()
-                        .is_none_or(|t| cluster_matches(t, cluster))
-                })
+                .filter(|(_, r)| r.target_cluster.as_ref().is_none_or(|t| cluster_matches(t, cluster)))
                 .map(move |(rule, _)| RuleRef { policy, rule })
         })
         .collect()
@@ -146,18 +128,12 @@ pub fn matching(loaded: &Loaded, template: &Template, cluster: &Cluster) -> Vec<
 pub fn apply(object: &mut Value, loaded: &Loaded, rules: &[RuleRef]) -> Result<(), OverrideError> {
     for r in rules {
         let policy = &loaded.override_policies[r.policy];
-        apply_rule(object, &policy.spec.override_rules[r.rule], &|| {
-            describe(policy)
-        })?;
+        apply_rule(object, &policy.spec.override_rules[r.rule], &|| describe(policy))?;
     }
     Ok(())
 }
 
-fn apply_rule(
-    object: &mut Value,
-    rule: &OverrideRule,
-    policy: &dyn Fn() -> String,
-) -> Result<(), OverrideError> {
+fn apply_rule(object: &mut Value, rule: &OverrideRule, policy: &dyn Fn() -> String) -> Result<(), OverrideError> {
     let Overriders {
         plaintext,
         image_overrider,
@@ -167,26 +143,17 @@ fn apply_rule(
         annotations_overrider,
         field_overrider,
     } = &rule.overriders;
-    let kind = object
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
     let patch = |object: &mut Value, ops: Vec<PatchOp>, overrider: &'static str| {
-        run_patch(object, ops).map_err(|cause| OverrideError::Patch {
-            policy: policy(),
-            overrider,
-            cause,
-        })
+        run_patch(object, ops).map_err(|cause| OverrideError::Patch { policy: policy(), overrider, cause })
     };
     for o in image_overrider {
         let ops = image::patches(object, &kind, o);
         patch(object, ops, "imageOverrider")?;
     }
-    for (overriders, field, name) in [
-        (command_overrider, "command", "commandOverrider"),
-        (args_overrider, "args", "argsOverrider"),
-    ] {
+    for (overriders, field, name) in
+        [(command_overrider, "command", "commandOverrider"), (args_overrider, "args", "argsOverrider")]
+    {
         for o in overriders {
             let ops = command_args_patches(object, &kind, o, field);
             patch(object, ops, name)?;
@@ -205,10 +172,7 @@ fn apply_rule(
             message,
         })?;
     }
-    let ops = plaintext
-        .iter()
-        .map(|p| PatchOp::new(p.operator, p.path.clone(), p.value.clone()))
-        .collect();
+    let ops = plaintext.iter().map(|p| PatchOp::new(p.operator, p.path.clone(), p.value.clone())).collect();
     patch(object, ops, "plaintext")
 }
 
@@ -216,49 +180,32 @@ fn run_patch(object: &mut Value, ops: Vec<PatchOp>) -> Result<(), json_patch::Pa
     if ops.is_empty() {
         return Ok(());
     }
-    let patch: json_patch::Patch =
-        serde_json::from_value(json!(ops)).expect("PatchOp serialises to RFC 6902");
+    let patch: json_patch::Patch = serde_json::from_value(json!(ops)).expect("PatchOp serialises to RFC 6902");
     json_patch::patch(object, &patch)
 }
 
 /// Command or args edits for every container with the overrider's name.
-pub fn command_args_patches(
-    object: &Value,
-    kind: &str,
-    o: &CommandArgsOverrider,
-    field: &str,
-) -> Vec<PatchOp> {
+pub fn command_args_patches(object: &Value, kind: &str, o: &CommandArgsOverrider, field: &str) -> Vec<PatchOp> {
     let Some(base) = image::containers_path(kind) else {
         return Vec::new();
     };
-    let containers = object
-        .pointer(base)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let containers = object.pointer(base).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     containers
         .iter()
         .enumerate()
         .filter(|(_, c)| c.get("name").and_then(Value::as_str) == Some(o.container_name.as_str()))
         .filter_map(|(i, c)| {
             let path = format!("{base}/{i}/{field}");
-            let current: Option<Vec<String>> = c
-                .get(field)
-                .and_then(|v| serde_json::from_value(v.clone()).ok());
+            let current: Option<Vec<String>> = c.get(field).and_then(|v| serde_json::from_value(v.clone()).ok());
             match (current, o.operator) {
-                (None, Operator::Add) => {
-                    Some(PatchOp::new(Operator::Add, path, Some(json!(o.value))))
-                }
-                (None, Operator::Remove) => {
-                    Some(PatchOp::new(Operator::Add, path, Some(json!([]))))
-                }
+                (None, Operator::Add) => Some(PatchOp::new(Operator::Add, path, Some(json!(o.value)))),
+                (None, Operator::Remove) => Some(PatchOp::new(Operator::Add, path, Some(json!([])))),
                 (Some(mut list), Operator::Add) => {
                     list.extend(o.value.iter().cloned());
                     Some(PatchOp::replace(path, json!(list)))
                 }
                 (Some(list), Operator::Remove) => {
-                    let kept: Vec<String> =
-                        list.into_iter().filter(|v| !o.value.contains(v)).collect();
+                    let kept: Vec<String> = list.into_iter().filter(|v| !o.value.contains(v)).collect();
                     Some(PatchOp::replace(path, json!(kept)))
                 }
                 (_, Operator::Replace) => None,
@@ -304,9 +251,7 @@ pub fn edit_map(object: &mut Value, field: &str, o: &MapOverrider) {
 /// Edits a string field that holds JSON or YAML: parse, patch, write back (compact JSON,
 /// or YAML with sorted keys as sigs.k8s.io/yaml writes it).
 pub fn field(object: &mut Value, o: &FieldOverrider) -> Result<(), String> {
-    let target = object
-        .pointer_mut(&o.field_path)
-        .ok_or("the field does not exist")?;
+    let target = object.pointer_mut(&o.field_path).ok_or("the field does not exist")?;
     let text = target.as_str().ok_or("the field is not a string")?;
     let yaml = !o.yaml.is_empty();
     let mut document: Value = if yaml {
@@ -315,13 +260,10 @@ pub fn field(object: &mut Value, o: &FieldOverrider) -> Result<(), String> {
         serde_json::from_str(text).map_err(|_| "the field does not hold valid JSON".to_owned())?
     };
     let ops = if yaml { &o.yaml } else { &o.json };
-    let ops = ops
-        .iter()
-        .map(|p| PatchOp::new(p.operator, p.sub_path.clone(), p.value.clone()))
-        .collect();
+    let ops = ops.iter().map(|p| PatchOp::new(p.operator, p.sub_path.clone(), p.value.clone())).collect();
     run_patch(&mut document, ops).map_err(|e| format!("sub-path patch failed: {e}"))?;
     let written = if yaml {
-        serde_saphyr::to_string(&document).map_err(|e| e.to_string())?
+        crate::yaml::to_string(&document).map_err(|e| e.to_string())?
     } else {
         serde_json::to_string(&document).map_err(|e| e.to_string())?
     };

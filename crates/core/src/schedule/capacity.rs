@@ -18,9 +18,7 @@ pub fn milli(quantity: &str) -> Option<i128> {
         .trim_start_matches(['+', '-'])
         .split_once('.')
         .unwrap_or((mantissa.trim_start_matches(['+', '-']), ""));
-    if (int.is_empty() && frac.is_empty())
-        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
-    {
+    if (int.is_empty() && frac.is_empty()) || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
     let digits: i128 = format!("{int}{frac}").parse().ok()?;
@@ -38,25 +36,9 @@ pub fn milli(quantity: &str) -> Option<i128> {
 
 /// Splits the suffix off: binary suffixes give a factor, decimal ones a power of ten.
 fn suffix(q: &str) -> (&str, i128, i32) {
-    const BINARY: &[(&str, u32)] = &[
-        ("Ki", 10),
-        ("Mi", 20),
-        ("Gi", 30),
-        ("Ti", 40),
-        ("Pi", 50),
-        ("Ei", 60),
-    ];
-    const DECIMAL: &[(&str, i32)] = &[
-        ("n", -9),
-        ("u", -6),
-        ("m", -3),
-        ("k", 3),
-        ("M", 6),
-        ("G", 9),
-        ("T", 12),
-        ("P", 15),
-        ("E", 18),
-    ];
+    const BINARY: &[(&str, u32)] = &[("Ki", 10), ("Mi", 20), ("Gi", 30), ("Ti", 40), ("Pi", 50), ("Ei", 60)];
+    const DECIMAL: &[(&str, i32)] =
+        &[("n", -9), ("u", -6), ("m", -3), ("k", 3), ("M", 6), ("G", 9), ("T", 12), ("P", 15), ("E", 18)];
     for (s, bits) in BINARY {
         if let Some(n) = q.strip_suffix(s) {
             return (n, 1i128 << bits, 0);
@@ -64,10 +46,7 @@ fn suffix(q: &str) -> (&str, i128, i32) {
     }
     for (s, power) in DECIMAL {
         // `1E3` is an exponent, not the exa suffix.
-        if let Some(n) = q
-            .strip_suffix(s)
-            .filter(|n| !(n.contains(['e', 'E']) && *s == "E"))
-        {
+        if let Some(n) = q.strip_suffix(s).filter(|n| !(n.contains(['e', 'E']) && *s == "E")) {
             return (n, 1, *power);
         }
     }
@@ -86,20 +65,15 @@ pub fn available_replicas(capacity: Option<&ClusterCapacity>, requests: &Request
     }
     let summary = capacity.resource_summary.as_ref()?;
     let free = |resource: &str| -> Option<i128> {
-        let get =
-            |m: &BTreeMap<String, String>| m.get(resource).and_then(|q| milli(q)).unwrap_or(0);
+        let get = |m: &BTreeMap<String, String>| m.get(resource).and_then(|q| milli(q)).unwrap_or(0);
         summary.allocatable.get(resource)?;
-        Some(
-            (get(&summary.allocatable) - get(&summary.allocated) - get(&summary.allocating)).max(0),
-        )
+        Some((get(&summary.allocatable) - get(&summary.allocated) - get(&summary.allocating)).max(0))
     };
     let pods = free("pods").map_or(i64::MAX, |p| (p / 1000) as i64);
     let by_resource = requests
         .iter()
         .filter(|(_, r)| **r > 0)
-        .map(|(name, request)| {
-            free(name).map_or(0, |f| i64::try_from(f / request).unwrap_or(i64::MAX))
-        });
+        .map(|(name, request)| free(name).map_or(0, |f| i64::try_from(f / request).unwrap_or(i64::MAX)));
     Some(by_resource.fold(pods, i64::min))
 }
 
@@ -130,29 +104,15 @@ mod tests {
     #[test]
     fn the_scarcest_resource_bounds_the_replicas() {
         let summary = ResourceSummary {
-            allocatable: [("cpu", "4"), ("memory", "8Gi"), ("pods", "110")]
-                .map(|(k, v)| (k.into(), v.into()))
-                .into(),
-            allocated: [("cpu", "1"), ("pods", "10")]
-                .map(|(k, v)| (k.into(), v.into()))
-                .into(),
+            allocatable: [("cpu", "4"), ("memory", "8Gi"), ("pods", "110")].map(|(k, v)| (k.into(), v.into())).into(),
+            allocated: [("cpu", "1"), ("pods", "10")].map(|(k, v)| (k.into(), v.into())).into(),
             allocating: BTreeMap::new(),
         };
-        let capacity = ClusterCapacity {
-            available_replicas: None,
-            resource_summary: Some(summary),
-        };
-        let requests: Requests = [
-            ("cpu".to_owned(), 500),
-            ("memory".to_owned(), 1024 * 1024 * 1024 * 1000),
-        ]
-        .into();
+        let capacity = ClusterCapacity { available_replicas: None, resource_summary: Some(summary) };
+        let requests: Requests = [("cpu".to_owned(), 500), ("memory".to_owned(), 1024 * 1024 * 1024 * 1000)].into();
         // cpu: 3 / 0.5 = 6; memory: 8Gi / 1Gi = 8; pods: 100.
         assert_eq!(available_replicas(Some(&capacity), &requests), Some(6));
-        assert_eq!(
-            available_replicas(Some(&capacity), &Requests::new()),
-            Some(100)
-        );
+        assert_eq!(available_replicas(Some(&capacity), &Requests::new()), Some(100));
         let gpu: Requests = [("nvidia.com/gpu".to_owned(), 1000)].into();
         assert_eq!(available_replicas(Some(&capacity), &gpu), Some(0));
         assert_eq!(available_replicas(None, &requests), None);

@@ -20,18 +20,12 @@ pub enum TieBreak {
 impl TieBreak {
     /// Karmada's `tieBreakerByUID`.
     pub fn from_uid(uid: &str) -> Self {
-        if !uid.is_empty() && fnv1a32(uid.as_bytes()) % 2 == 1 {
-            Self::NameDescending
-        } else {
-            Self::NameAscending
-        }
+        if !uid.is_empty() && fnv1a32(uid.as_bytes()) % 2 == 1 { Self::NameDescending } else { Self::NameAscending }
     }
 }
 
 fn fnv1a32(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5_u32, |hash, &b| {
-        (hash ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
+    bytes.iter().fold(0x811c_9dc5_u32, |hash, &b| (hash ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
 /// Allocates `seats` new seats by Webster's method. Parties are the union of `votes`
@@ -61,23 +55,11 @@ pub fn webster(
     let mut state: Vec<(i64, i64)> = names.iter().map(|n| parties[n]).collect();
     for _ in 0..seats.max(0) {
         let winner = (0..state.len())
-            .reduce(|best, i| {
-                if beats(state[i], state[best]) {
-                    i
-                } else {
-                    best
-                }
-            })
+            .reduce(|best, i| if beats(state[i], state[best]) { i } else { best })
             .expect("parties is non-empty");
         state[winner].1 += 1;
     }
-    Some(
-        names
-            .into_iter()
-            .zip(state)
-            .map(|(n, (_, s))| (n, s))
-            .collect(),
-    )
+    Some(names.into_iter().zip(state).map(|(n, (_, s))| (n, s)).collect())
 }
 
 /// Whether `a` outranks `b`; earlier names (in tie order) keep the seat on full ties.
@@ -102,33 +84,16 @@ pub fn allocate_by_weight(
 }
 
 /// Every selected cluster runs all replicas.
-pub fn duplicated<'a>(
-    clusters: impl IntoIterator<Item = &'a str>,
-    replicas: i64,
-) -> BTreeMap<String, i64> {
-    clusters
-        .into_iter()
-        .map(|c| (c.to_owned(), replicas))
-        .collect()
+pub fn duplicated<'a>(clusters: impl IntoIterator<Item = &'a str>, replicas: i64) -> BTreeMap<String, i64> {
+    clusters.into_iter().map(|c| (c.to_owned(), replicas)).collect()
 }
 
 /// Static weights: clusters with weight 0 are left out, all-zero means all 1, then
 /// `replicas` are divided from scratch (no memory of the previous assignment).
-pub fn static_weights(
-    replicas: i64,
-    weights: &BTreeMap<String, i64>,
-    tie: TieBreak,
-) -> BTreeMap<String, i64> {
-    let positive: BTreeMap<String, i64> = weights
-        .iter()
-        .filter(|(_, w)| **w > 0)
-        .map(|(k, w)| (k.clone(), *w))
-        .collect();
-    let weights = if positive.is_empty() {
-        weights.keys().map(|k| (k.clone(), 1)).collect()
-    } else {
-        positive
-    };
+pub fn static_weights(replicas: i64, weights: &BTreeMap<String, i64>, tie: TieBreak) -> BTreeMap<String, i64> {
+    let positive: BTreeMap<String, i64> =
+        weights.iter().filter(|(_, w)| **w > 0).map(|(k, w)| (k.clone(), *w)).collect();
+    let weights = if positive.is_empty() { weights.keys().map(|k| (k.clone(), 1)).collect() } else { positive };
     allocate_by_weight(replicas, &weights, &BTreeMap::new(), tie)
 }
 
@@ -170,40 +135,23 @@ pub struct DynamicInput<'a> {
 /// (an explicit reschedule) is, in a Git render, a render without the previous
 /// assignment: drop it from the cluster state to ask for one.
 pub fn dynamic(input: DynamicInput<'_>) -> Result<BTreeMap<String, i64>, Insufficient> {
-    let DynamicInput {
-        kind,
-        replicas,
-        candidates,
-        previous,
-        tie,
-    } = input;
+    let DynamicInput { kind, replicas, candidates, previous, tie } = input;
     let scheduled: BTreeMap<String, i64> = candidates
         .iter()
-        .filter_map(|(name, _)| {
-            previous
-                .get(name)
-                .filter(|r| **r > 0)
-                .map(|r| (name.clone(), *r))
-        })
+        .filter_map(|(name, _)| previous.get(name).filter(|r| **r > 0).map(|r| (name.clone(), *r)))
         .collect();
     let assigned: i64 = scheduled.values().sum();
     if assigned == replicas {
         return Ok(scheduled);
     }
     if assigned > replicas {
-        let weights = sorted_desc(
-            candidates
-                .iter()
-                .filter_map(|(n, _)| scheduled.get(n).map(|r| (n.clone(), *r)))
-                .collect(),
-        );
+        let weights =
+            sorted_desc(candidates.iter().filter_map(|(n, _)| scheduled.get(n).map(|r| (n.clone(), *r))).collect());
         return divide_weights(kind, replicas, weights, tie);
     }
     let mut weights = sorted_desc(candidates.to_vec());
     if kind == Dynamic::Aggregated {
-        let (used, unused): (Vec<_>, Vec<_>) = weights
-            .into_iter()
-            .partition(|(n, _)| scheduled.contains_key(n));
+        let (used, unused): (Vec<_>, Vec<_>) = weights.into_iter().partition(|(n, _)| scheduled.contains_key(n));
         weights = used.into_iter().chain(unused).collect();
     }
     let delta = divide_weights(kind, replicas - assigned, weights, tie)?;
@@ -229,10 +177,7 @@ fn divide_weights(
 ) -> Result<BTreeMap<String, i64>, Insufficient> {
     let available: i64 = weights.iter().map(|(_, w)| w).sum();
     if available < replicas {
-        return Err(Insufficient {
-            available,
-            needed: replicas,
-        });
+        return Err(Insufficient { available, needed: replicas });
     }
     let mut kept = Vec::new();
     let mut sum = 0;
@@ -243,12 +188,7 @@ fn divide_weights(
         sum += w;
         kept.push((name, w));
     }
-    Ok(allocate_by_weight(
-        replicas,
-        &kept.into_iter().collect(),
-        &BTreeMap::new(),
-        tie,
-    ))
+    Ok(allocate_by_weight(replicas, &kept.into_iter().collect(), &BTreeMap::new(), tie))
 }
 
 #[cfg(test)]
@@ -262,44 +202,26 @@ mod tests {
     #[test]
     fn remainders_follow_webster_not_largest_remainder() {
         let weights = map(&[("a", 3), ("b", 2), ("c", 1)]);
-        assert_eq!(
-            static_weights(14, &weights, TieBreak::NameAscending),
-            map(&[("a", 7), ("b", 5), ("c", 2)])
-        );
+        assert_eq!(static_weights(14, &weights, TieBreak::NameAscending), map(&[("a", 7), ("b", 5), ("c", 2)]));
     }
 
     #[test]
     fn equal_weights_tie_by_name() {
         let weights = map(&[("member1", 1), ("member2", 1)]);
-        assert_eq!(
-            static_weights(1, &weights, TieBreak::NameAscending),
-            map(&[("member1", 1), ("member2", 0)])
-        );
-        assert_eq!(
-            static_weights(1, &weights, TieBreak::NameDescending),
-            map(&[("member1", 0), ("member2", 1)])
-        );
-        assert_eq!(
-            static_weights(10, &weights, TieBreak::NameAscending),
-            map(&[("member1", 5), ("member2", 5)])
-        );
+        assert_eq!(static_weights(1, &weights, TieBreak::NameAscending), map(&[("member1", 1), ("member2", 0)]));
+        assert_eq!(static_weights(1, &weights, TieBreak::NameDescending), map(&[("member1", 0), ("member2", 1)]));
+        assert_eq!(static_weights(10, &weights, TieBreak::NameAscending), map(&[("member1", 5), ("member2", 5)]));
     }
 
     #[test]
     fn all_zero_static_weights_mean_equal_weights() {
         let weights = map(&[("a", 0), ("b", 0)]);
-        assert_eq!(
-            static_weights(4, &weights, TieBreak::NameAscending),
-            map(&[("a", 2), ("b", 2)])
-        );
+        assert_eq!(static_weights(4, &weights, TieBreak::NameAscending), map(&[("a", 2), ("b", 2)]));
     }
 
     #[test]
     fn uid_parity_picks_the_tie_direction() {
         assert_eq!(TieBreak::from_uid(""), TieBreak::NameAscending);
-        assert_eq!(
-            TieBreak::from_uid("d43fdeeb-d750-4e2b-bee3-64eb94534f4c"),
-            TieBreak::NameDescending
-        );
+        assert_eq!(TieBreak::from_uid("d43fdeeb-d750-4e2b-bee3-64eb94534f4c"), TieBreak::NameDescending);
     }
 }

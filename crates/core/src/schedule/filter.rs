@@ -12,15 +12,11 @@ use crate::model::selector::Requirement;
 /// names, ANDed; an empty affinity matches every cluster.
 pub fn cluster_matches(affinity: &ClusterAffinity, cluster: &Cluster) -> bool {
     !affinity.exclude.contains(&cluster.name)
+        && affinity.label_selector.as_ref().is_none_or(|s| s.matches(&cluster.labels))
         && affinity
-            .label_selector
+            .field_selector
             .as_ref()
-            .is_none_or(|s| s.matches(&cluster.labels))
-        && affinity.field_selector.as_ref().is_none_or(|f| {
-            f.match_expressions
-                .iter()
-                .all(|r| field_matches(r, cluster))
-        })
+            .is_none_or(|f| f.match_expressions.iter().all(|r| field_matches(r, cluster)))
         && (affinity.cluster_names.is_empty() || affinity.cluster_names.contains(&cluster.name))
 }
 
@@ -127,24 +123,11 @@ impl fmt::Display for Diagnosis {
         }
         let mut parts: Vec<(usize, String)> = counts
             .iter()
-            .map(|(reason, names)| {
-                (
-                    names.len(),
-                    format!("{} ({}) {reason}", names.len(), names.join(", ")),
-                )
-            })
+            .map(|(reason, names)| (names.len(), format!("{} ({}) {reason}", names.len(), names.join(", "))))
             .collect();
         parts.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         if !parts.is_empty() {
-            write!(
-                f,
-                ": {}",
-                parts
-                    .into_iter()
-                    .map(|(_, p)| p)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )?;
+            write!(f, ": {}", parts.into_iter().map(|(_, p)| p).collect::<Vec<_>>().join(", "))?;
         }
         Ok(())
     }
@@ -160,19 +143,10 @@ pub fn filter<'a>(
     spread: &[SpreadConstraint],
     previous: &BTreeMap<String, i64>,
 ) -> (Vec<&'a Cluster>, Diagnosis) {
-    let mut diagnosis = Diagnosis {
-        total: clusters.len(),
-        ..Diagnosis::default()
-    };
+    let mut diagnosis = Diagnosis { total: clusters.len(), ..Diagnosis::default() };
     let mut feasible = Vec::new();
     for cluster in clusters {
-        match unfit(
-            cluster,
-            affinity,
-            tolerations,
-            spread,
-            previous.contains_key(&cluster.name),
-        ) {
+        match unfit(cluster, affinity, tolerations, spread, previous.contains_key(&cluster.name)) {
             Some(reason) => {
                 diagnosis.unfit.insert(cluster.name.clone(), reason);
             }
@@ -195,9 +169,7 @@ fn unfit(
     for c in spread {
         let missing = match c.spread_by_field {
             Some(SpreadField::Region) => cluster.spec.region.as_deref().unwrap_or("").is_empty(),
-            Some(SpreadField::Provider) => {
-                cluster.spec.provider.as_deref().unwrap_or("").is_empty()
-            }
+            Some(SpreadField::Provider) => cluster.spec.provider.as_deref().unwrap_or("").is_empty(),
             Some(SpreadField::Zone) => cluster.zones().is_empty(),
             _ => false,
         };

@@ -47,13 +47,7 @@ impl Strategy {
         match (rs.replica_scheduling_type, rs.replica_division_preference) {
             (Some(ReplicaSchedulingType::Duplicated), _) => Self::Duplicated,
             (_, Some(DivisionPreference::Aggregated)) => Self::Aggregated,
-            _ if rs
-                .weight_preference
-                .as_ref()
-                .is_some_and(|w| w.dynamic_weight.is_some()) =>
-            {
-                Self::DynamicWeight
-            }
+            _ if rs.weight_preference.as_ref().is_some_and(|w| w.dynamic_weight.is_some()) => Self::DynamicWeight,
             _ => Self::StaticWeight,
         }
     }
@@ -132,45 +126,24 @@ pub fn workload(template: &Template) -> Workload {
         }
         ("batch", "Job") => {
             let parallelism = int("/spec/parallelism").unwrap_or(1);
-            (
-                int("/spec/completions").map_or(parallelism, |c| parallelism.min(c)),
-                "/spec/template/spec",
-            )
+            (int("/spec/completions").map_or(parallelism, |c| parallelism.min(c)), "/spec/template/spec")
         }
         ("", "Pod") => (1, "/spec"),
         _ => return Workload::default(),
     };
-    let completions = if template.key.kind == "Job" {
-        int("/spec/completions")
-    } else {
-        None
-    };
-    Workload {
-        replicas: replicas.max(0),
-        requests: pod_requests(object.pointer(pod)),
-        completions,
-    }
+    let completions = if template.key.kind == "Job" { int("/spec/completions") } else { None };
+    Workload { replicas: replicas.max(0), requests: pod_requests(object.pointer(pod)), completions }
 }
 
 fn pod_requests(pod: Option<&Value>) -> Requests {
     let mut requests = Requests::new();
-    let containers = pod
-        .and_then(|p| p.get("containers"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten();
+    let containers = pod.and_then(|p| p.get("containers")).and_then(Value::as_array).into_iter().flatten();
     for container in containers {
-        let Some(map) = container
-            .pointer("/resources/requests")
-            .and_then(Value::as_object)
-        else {
+        let Some(map) = container.pointer("/resources/requests").and_then(Value::as_object) else {
             continue;
         };
         for (name, quantity) in map {
-            let q = quantity
-                .as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| quantity.to_string());
+            let q = quantity.as_str().map(str::to_owned).unwrap_or_else(|| quantity.to_string());
             *requests.entry(name.clone()).or_default() += capacity::milli(&q).unwrap_or(0);
         }
     }
@@ -179,13 +152,7 @@ fn pod_requests(pod: Option<&Value>) -> Requests {
 
 /// The key of a template in [`ClusterState::previous`].
 pub fn state_key(key: &ObjectKey) -> String {
-    format!(
-        "{}/{}/{}/{}",
-        key.api_version,
-        key.kind,
-        key.namespace.as_deref().unwrap_or(""),
-        key.name
-    )
+    format!("{}/{}/{}/{}", key.api_version, key.kind, key.namespace.as_deref().unwrap_or(""), key.name)
 }
 
 /// Places one template with its policy's placement.
@@ -196,18 +163,8 @@ pub fn place(
     state: &ClusterState,
 ) -> Result<Assignment, FitError> {
     let empty = PreviousPlacement::default();
-    let previous = state
-        .previous
-        .get(&state_key(&template.key))
-        .unwrap_or(&empty);
-    let run = Run {
-        template,
-        placement,
-        clusters,
-        state,
-        previous: &previous.clusters,
-        workload: workload(template),
-    };
+    let previous = state.previous.get(&state_key(&template.key)).unwrap_or(&empty);
+    let run = Run { template, placement, clusters, state, previous: &previous.clusters, workload: workload(template) };
     if placement.cluster_affinities.is_empty() {
         return run.schedule(placement.cluster_affinity.as_ref());
     }
@@ -221,10 +178,7 @@ pub fn place(
     for term in &terms[start..] {
         match run.schedule(Some(&term.affinity())) {
             Ok(assignment) => {
-                return Ok(Assignment {
-                    observed_affinity: Some(term.affinity_name.clone()),
-                    ..assignment
-                });
+                return Ok(Assignment { observed_affinity: Some(term.affinity_name.clone()), ..assignment });
             }
             Err(e) => {
                 first_failure.get_or_insert((term.affinity_name.clone(), e));
@@ -232,10 +186,7 @@ pub fn place(
         }
     }
     let (term, cause) = first_failure.expect("clusterAffinities is not empty");
-    Err(FitError::NoAffinityTermFits {
-        term,
-        cause: Box::new(cause),
-    })
+    Err(FitError::NoAffinityTermFits { term, cause: Box::new(cause) })
 }
 
 /// One scheduling attempt's inputs.
@@ -251,102 +202,52 @@ struct Run<'a> {
 impl Run<'_> {
     fn schedule(&self, affinity: Option<&ClusterAffinity>) -> Result<Assignment, FitError> {
         let p = self.placement;
-        let (feasible, diagnosis) = filter::filter(
-            self.clusters,
-            affinity,
-            &p.cluster_tolerations,
-            &p.spread_constraints,
-            self.previous,
-        );
+        let (feasible, diagnosis) =
+            filter::filter(self.clusters, affinity, &p.cluster_tolerations, &p.spread_constraints, self.previous);
         if feasible.is_empty() {
             return Err(FitError::NoClusterFits(diagnosis));
         }
         let strategy = Strategy::of(p);
-        let mut candidates: Vec<Candidate<'_>> =
-            feasible.into_iter().map(|c| self.candidate(c)).collect();
+        let mut candidates: Vec<Candidate<'_>> = feasible.into_iter().map(|c| self.candidate(c)).collect();
         spread::order(&mut candidates);
         let selected = if strategy == Strategy::StaticWeight {
             candidates
         } else {
-            spread::select(
-                candidates,
-                &p.spread_constraints,
-                strategy.divided(),
-                self.workload.replicas,
-            )
-            .map_err(FitError::Spread)?
+            spread::select(candidates, &p.spread_constraints, strategy.divided(), self.workload.replicas)
+                .map_err(FitError::Spread)?
         };
         if selected.is_empty() {
-            return Err(FitError::Spread(
-                "the spread constraints selected no cluster (is maxGroups set?)".into(),
-            ));
+            return Err(FitError::Spread("the spread constraints selected no cluster (is maxGroups set?)".into()));
         }
         if !self.workload.is_workload() {
-            let clusters = selected
-                .iter()
-                .map(|c| (c.cluster.name.clone(), None))
-                .collect();
-            return Ok(Assignment {
-                clusters,
-                ..Assignment::default()
-            });
+            let clusters = selected.iter().map(|c| (c.cluster.name.clone(), None)).collect();
+            return Ok(Assignment { clusters, ..Assignment::default() });
         }
         let replicas = self.assign(strategy, &selected)?;
         Ok(self.finish(strategy, replicas))
     }
 
     fn candidate<'c>(&self, cluster: &'c Cluster) -> Candidate<'c> {
-        let estimate = capacity::available_replicas(
-            self.state.clusters.get(&cluster.name),
-            &self.workload.requests,
-        );
+        let estimate = capacity::available_replicas(self.state.clusters.get(&cluster.name), &self.workload.requests);
         let allocatable = estimate.unwrap_or(self.workload.replicas);
         let assigned = self.previous.get(&cluster.name).copied().unwrap_or(0);
-        let score = if self.previous.contains_key(&cluster.name) {
-            100
-        } else {
-            0
-        };
-        Candidate {
-            cluster,
-            score,
-            available: allocatable + assigned,
-            allocatable,
-        }
+        let score = if self.previous.contains_key(&cluster.name) { 100 } else { 0 };
+        Candidate { cluster, score, available: allocatable + assigned, allocatable }
     }
 
-    fn assign(
-        &self,
-        strategy: Strategy,
-        selected: &[Candidate<'_>],
-    ) -> Result<BTreeMap<String, i64>, FitError> {
+    fn assign(&self, strategy: Strategy, selected: &[Candidate<'_>]) -> Result<BTreeMap<String, i64>, FitError> {
         let tie = TieBreak::from_uid(self.template.uid());
         let replicas = self.workload.replicas;
         let names = || selected.iter().map(|c| c.cluster.name.as_str());
         let dynamic = |kind| {
-            let candidates: Vec<(String, i64)> = selected
-                .iter()
-                .map(|c| (c.cluster.name.clone(), c.allocatable))
-                .collect();
-            divide::dynamic(DynamicInput {
-                kind,
-                replicas,
-                candidates: &candidates,
-                previous: self.previous,
-                tie,
-            })
-            .map_err(|e| FitError::Insufficient {
-                available: e.available,
-                needed: e.needed,
-            })
+            let candidates: Vec<(String, i64)> =
+                selected.iter().map(|c| (c.cluster.name.clone(), c.allocatable)).collect();
+            divide::dynamic(DynamicInput { kind, replicas, candidates: &candidates, previous: self.previous, tie })
+                .map_err(|e| FitError::Insufficient { available: e.available, needed: e.needed })
         };
         match strategy {
             Strategy::Duplicated => Ok(divide::duplicated(names(), replicas)),
-            Strategy::StaticWeight => Ok(divide::static_weights(
-                replicas,
-                &self.static_weights(selected),
-                tie,
-            )),
+            Strategy::StaticWeight => Ok(divide::static_weights(replicas, &self.static_weights(selected), tie)),
             Strategy::DynamicWeight => dynamic(Dynamic::Weight),
             Strategy::Aggregated => dynamic(Dynamic::Aggregated),
         }
@@ -383,19 +284,12 @@ impl Run<'_> {
     fn finish(&self, strategy: Strategy, replicas: BTreeMap<String, i64>) -> Assignment {
         let placed: BTreeMap<String, i64> = replicas.into_iter().filter(|(_, r)| *r > 0).collect();
         let completions = match self.workload.completions {
-            Some(total) if strategy.divided() && !placed.is_empty() => divide::allocate_by_weight(
-                total,
-                &placed,
-                &BTreeMap::new(),
-                TieBreak::from_uid(self.template.uid()),
-            ),
+            Some(total) if strategy.divided() && !placed.is_empty() => {
+                divide::allocate_by_weight(total, &placed, &BTreeMap::new(), TieBreak::from_uid(self.template.uid()))
+            }
             _ => BTreeMap::new(),
         };
         let clusters = placed.into_iter().map(|(c, r)| (c, Some(r))).collect();
-        Assignment {
-            clusters,
-            observed_affinity: None,
-            completions,
-        }
+        Assignment { clusters, observed_affinity: None, completions }
     }
 }

@@ -21,10 +21,7 @@ pub struct Candidate<'a> {
 /// Karmada's candidate order: score desc, available desc, name asc.
 pub fn order(candidates: &mut [Candidate<'_>]) {
     candidates.sort_by(|a, b| {
-        b.score
-            .cmp(&a.score)
-            .then(b.available.cmp(&a.available))
-            .then_with(|| a.cluster.name.cmp(&b.cluster.name))
+        b.score.cmp(&a.score).then(b.available.cmp(&a.available)).then_with(|| a.cluster.name.cmp(&b.cluster.name))
     });
 }
 
@@ -39,17 +36,11 @@ pub fn select<'a>(
     if constraints.is_empty() {
         return Ok(candidates);
     }
-    let by = |field| {
-        constraints
-            .iter()
-            .find(|c| c.spread_by_field == Some(field))
-    };
+    let by = |field| constraints.iter().find(|c| c.spread_by_field == Some(field));
     match (by(SpreadField::Region), by(SpreadField::Cluster)) {
         (Some(region), cluster) => by_region(candidates, region, cluster, divided, need),
         (None, Some(cluster)) => by_cluster(candidates, cluster, divided, need),
-        (None, None) => {
-            Err("only cluster and region spread constraints can select clusters".into())
-        }
+        (None, None) => Err("only cluster and region spread constraints can select clusters".into()),
     }
 }
 
@@ -67,8 +58,7 @@ fn by_cluster<'a>(
         ));
     }
     let take = candidates.len().min(constraint.max_groups.max(0) as usize);
-    let (mut chosen, mut rest): (Vec<_>, Vec<_>) =
-        (candidates[..take].to_vec(), candidates[take..].to_vec());
+    let (mut chosen, mut rest): (Vec<_>, Vec<_>) = (candidates[..take].to_vec(), candidates[take..].to_vec());
     if divided {
         swap_for_capacity(&mut chosen, &mut rest, need)?;
     }
@@ -77,11 +67,7 @@ fn by_cluster<'a>(
 
 /// Walks the chosen clusters from the last, swapping each for the unchosen cluster with
 /// the most available replicas above its own, until the sum covers `need`.
-fn swap_for_capacity<'a>(
-    chosen: &mut [Candidate<'a>],
-    rest: &mut Vec<Candidate<'a>>,
-    need: i64,
-) -> Result<(), String> {
+fn swap_for_capacity<'a>(chosen: &mut [Candidate<'a>], rest: &mut Vec<Candidate<'a>>, need: i64) -> Result<(), String> {
     let sum = |c: &[Candidate<'_>]| c.iter().map(|c| c.available).sum::<i64>();
     for i in (0..chosen.len()).rev() {
         if sum(chosen) >= need {
@@ -121,10 +107,7 @@ fn by_region<'a>(
 ) -> Result<Vec<Candidate<'a>>, String> {
     let mut regions: BTreeMap<&str, Vec<Candidate<'a>>> = BTreeMap::new();
     for c in candidates {
-        regions
-            .entry(c.cluster.spec.region.as_deref().unwrap_or_default())
-            .or_default()
-            .push(c);
+        regions.entry(c.cluster.spec.region.as_deref().unwrap_or_default()).or_default().push(c);
     }
     if (regions.len() as i64) < i64::from(region.min_groups) {
         return Err(format!(
@@ -144,10 +127,7 @@ fn by_region<'a>(
     });
     ranked.truncate(region.max_groups.max(0) as usize);
     let mut chosen: Vec<Candidate<'a>> = ranked.iter().map(|(_, v)| v[0].clone()).collect();
-    let mut rest: Vec<Candidate<'a>> = ranked
-        .iter()
-        .flat_map(|(_, v)| v[1..].iter().cloned())
-        .collect();
+    let mut rest: Vec<Candidate<'a>> = ranked.iter().flat_map(|(_, v)| v[1..].iter().cloned()).collect();
     order(&mut rest);
     let cap = cluster.map_or(usize::MAX, |c| c.max_groups.max(0) as usize);
     while chosen.len() < cap && !rest.is_empty() {

@@ -1,0 +1,105 @@
+//! One small function per subcommand: gather inputs from the edges, call the pure
+//! pipeline, print.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use flotilla_core::model::{ClusterState, Limits, Plan};
+use tracing::{info, warn};
+
+use crate::cli::{Cli, Command, Format, RenderArgs, SourceArgs};
+use crate::output;
+use crate::source;
+
+/// How a successful run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything rendered.
+    Clean,
+    /// The run worked but found problems (exit 1).
+    Problems,
+}
+
+impl Outcome {
+    /// 0 or 1.
+    pub fn exit_code(self) -> ExitCode {
+        match self {
+            Outcome::Clean => ExitCode::SUCCESS,
+            Outcome::Problems => ExitCode::from(1),
+        }
+    }
+}
+
+/// Runs a subcommand. Errors mean invalid input or usage (exit 2).
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Render(args) => render(args),
+        Command::Validate(args) => validate(args),
+    }
+}
+
+/// The error with its causes, `a: b: c`.
+pub fn describe(err: &anyhow::Error) -> String {
+    format!("{err:#}")
+}
+
+fn plan(args: &SourceArgs) -> anyhow::Result<Plan> {
+    let limits = Limits::default();
+    let files = source::read(&args.repo, args.rev.as_deref(), &limits)?;
+    let state = match &args.cluster_state {
+        Some(path) => read_state(path)?,
+        None => ClusterState::default(),
+    };
+    let plan = flotilla_core::plan(&files, &state, &limits)?;
+    for key in &plan.unclaimed {
+        warn!(object = %key, "no PropagationPolicy claims this template; it goes nowhere");
+    }
+    Ok(plan)
+}
+
+fn read_state(path: &Path) -> anyhow::Result<ClusterState> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_saphyr::from_str(&text).with_context(|| format!("{} is not a valid cluster state", path.display()))
+}
+
+fn report(plan: &Plan) -> Outcome {
+    for p in &plan.problems {
+        let at = p.cluster.as_deref().map(|c| format!(" in cluster {c}")).unwrap_or_default();
+        eprintln!("problem: {}{at} ({}:{}): {}", p.object, p.origin.file, p.origin.line, p.message);
+    }
+    if plan.problems.is_empty() { Outcome::Clean } else { Outcome::Problems }
+}
+
+fn render(args: RenderArgs) -> anyhow::Result<Outcome> {
+    let plan = plan(&args.source)?;
+    if let Some(unknown) = args.clusters.iter().find(|c| !plan.clusters.contains_key(*c)) {
+        bail!("cluster {unknown} is not declared in the repository (no cluster.karmada.io/v1alpha1 Cluster named so)");
+    }
+    let view = plan.view(&args.clusters);
+    match (&args.out_dir, args.format) {
+        (Some(dir), _) => output::write_dir(&plan, &view, dir)?,
+        (None, Format::Json) => {
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer(&mut stdout, &view).context("cannot write the plan")?;
+            writeln!(stdout)?;
+        }
+        (None, Format::Yaml) => output::write_yaml(&plan, &view, &mut std::io::stdout().lock())?,
+    }
+    Ok(report(&plan))
+}
+
+fn validate(args: SourceArgs) -> anyhow::Result<Outcome> {
+    let plan = plan(&args)?;
+    let l = &plan.loaded;
+    info!(
+        revision = %plan.revision,
+        templates = l.templates.len(),
+        propagation_policies = l.propagation_policies.len(),
+        override_policies = l.override_policies.len(),
+        clusters = l.clusters.len(),
+        "repository is valid"
+    );
+    Ok(report(&plan))
+}

@@ -1,0 +1,50 @@
+//! Writing a plan: a YAML stream, or a directory tree of one file per object.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use flotilla_core::model::Plan;
+use flotilla_core::model::plan::PlanView;
+use serde_json::Value;
+
+/// Every cluster's manifests as one YAML stream, each document headed by its cluster.
+pub fn write_yaml(plan: &Plan, view: &PlanView<'_>, out: &mut dyn Write) -> anyhow::Result<()> {
+    for (cluster, items) in view.clusters() {
+        for item in items {
+            let manifest = plan.manifest(item)?;
+            write!(out, "---\n# cluster: {cluster}\n{}", to_yaml(&manifest)?)?;
+        }
+    }
+    Ok(())
+}
+
+fn to_yaml(manifest: &Value) -> anyhow::Result<String> {
+    flotilla_core::yaml::to_string(manifest).context("cannot serialise a manifest as YAML")
+}
+
+/// `<dir>/<cluster>/<namespace or _cluster>/<kind>-<name>.yaml`. Each cluster's
+/// directory is replaced, so files of objects that left the plan do not linger.
+pub fn write_dir(plan: &Plan, view: &PlanView<'_>, dir: &Path) -> anyhow::Result<()> {
+    for (cluster, items) in view.clusters() {
+        let base = dir.join(cluster);
+        if base.exists() {
+            std::fs::remove_dir_all(&base).with_context(|| format!("cannot clear {}", base.display()))?;
+        }
+        let mut seen = BTreeSet::new();
+        for item in items {
+            let key = &plan.loaded.templates[item.template].key;
+            let scope = key.namespace.as_deref().unwrap_or("_cluster");
+            let file = base.join(scope).join(format!("{}-{}.yaml", key.kind.to_lowercase(), key.name));
+            if !seen.insert(file.clone()) {
+                bail!("{} and another object map to the same file {}", key, file.display());
+            }
+            std::fs::create_dir_all(file.parent().expect("has a parent"))
+                .with_context(|| format!("cannot create {}", base.display()))?;
+            std::fs::write(&file, to_yaml(&plan.manifest(item)?)?)
+                .with_context(|| format!("cannot write {}", file.display()))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! A plain directory (the working tree): every entry is walked, so an escaping symlink
+//! anywhere refuses the repo even if no manifest uses it.
+
+use std::fs;
+use std::path::Path;
+
+use flotilla_core::model::{Limits, RepoFiles};
+
+use super::{Collector, SourceError, check_component, resolve_link};
+
+/// Reads the directory at `root`. The revision is a digest of the manifests' paths and
+/// contents (`dir-<sha1>`), so an unchanged tree renders to the same revision.
+pub fn read(root: &Path, limits: &Limits) -> Result<RepoFiles, SourceError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SourceError::Io { path, source }
+    };
+    let canonical = fs::canonicalize(root).map_err(io(root))?;
+    let mut collector = Collector::new(limits);
+    walk(&canonical, &canonical, "", &mut collector)?;
+    let mut files = collector.files;
+    files.revision = digest(&files);
+    Ok(files)
+}
+
+fn walk(root: &Path, dir: &Path, prefix: &str, out: &mut Collector<'_>) -> Result<(), SourceError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SourceError::Io { path, source }
+    };
+    let mut entries: Vec<_> = fs::read_dir(dir).map_err(io(dir))?.collect::<Result<_, _>>().map_err(io(dir))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        check_component(&name, &rel)?;
+        if prefix.is_empty() && name == ".git" {
+            continue;
+        }
+        let path = entry.path();
+        let meta = fs::symlink_metadata(&path).map_err(io(&path))?;
+        if meta.is_symlink() {
+            read_link(root, &path, &rel, out)?;
+        } else if meta.is_dir() {
+            walk(root, &path, &rel, out)?;
+        } else if meta.is_file() && RepoFiles::is_manifest_path(&rel) {
+            out.admit(&rel, meta.len())?;
+            out.add(rel, fs::read(&path).map_err(io(&path))?);
+        }
+    }
+    Ok(())
+}
+
+/// A symlink must resolve, lexically and on disk, to something inside the root. Links
+/// to files are read under the link's name; links to directories are not followed
+/// (no loops), but their target was still checked.
+fn read_link(root: &Path, path: &Path, rel: &str, out: &mut Collector<'_>) -> Result<(), SourceError> {
+    let escaping = || SourceError::EscapingSymlink { path: rel.into() };
+    let target = fs::read_link(path).map_err(|_| escaping())?;
+    resolve_link(rel, &target.to_string_lossy())?;
+    let resolved = fs::canonicalize(path).map_err(|_| escaping())?;
+    if !resolved.starts_with(root) {
+        return Err(escaping());
+    }
+    let meta = fs::metadata(&resolved).map_err(|_| escaping())?;
+    if meta.is_file() && RepoFiles::is_manifest_path(rel) {
+        out.admit(rel, meta.len())?;
+        let bytes = fs::read(&resolved).map_err(|source| SourceError::Io { path: path.to_path_buf(), source })?;
+        out.add(rel.to_owned(), bytes);
+    }
+    Ok(())
+}
+
+fn digest(files: &RepoFiles) -> String {
+    let mut listing = Vec::new();
+    for (path, bytes) in &files.files {
+        let oid = git2::Oid::hash_object(git2::ObjectType::Blob, bytes).expect("hashing in memory cannot fail");
+        listing.extend_from_slice(format!("{path}\0{oid}\n").as_bytes());
+    }
+    let oid = git2::Oid::hash_object(git2::ObjectType::Blob, &listing).expect("hashing in memory cannot fail");
+    format!("dir-{oid}")
+}

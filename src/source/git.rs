@@ -1,0 +1,103 @@
+//! A Git revision read straight from the object database: no checkout, no working-tree
+//! state, the same bytes on every machine.
+
+use std::path::Path;
+
+use flotilla_core::model::{Limits, RepoFiles};
+use git2::{ObjectType, Repository, Tree};
+
+use super::{Collector, SourceError, check_component, resolve_link};
+
+const SYMLINK_MODE: i32 = 0o120000;
+
+fn git(what: impl Into<String>) -> impl FnOnce(git2::Error) -> SourceError {
+    let what = what.into();
+    move |source| SourceError::Git { what, source }
+}
+
+/// Reads `rev` of the repository containing `path`, limited to the subtree at `path`.
+pub fn read(path: &Path, rev: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
+    let repo = Repository::discover(path).map_err(git(format!("{} is not inside a Git repository", path.display())))?;
+    let commit = repo
+        .revparse_single(rev)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(git(format!("cannot resolve revision {rev}")))?;
+    let root = commit.tree().map_err(git("cannot read the commit's tree"))?;
+    let prefix = subdirectory(&repo, path)?;
+    let tree = if prefix.is_empty() {
+        root
+    } else {
+        root.get_path(Path::new(&prefix))
+            .and_then(|e| e.to_object(&repo))
+            .and_then(|o| o.peel_to_tree())
+            .map_err(git(format!("{prefix} does not exist at {rev}")))?
+    };
+    let mut collector = Collector::new(limits);
+    walk(&repo, &tree, &tree, "", &mut collector)?;
+    let mut files = collector.files;
+    files.revision = commit.id().to_string();
+    Ok(files)
+}
+
+/// `path` relative to the work tree's root ("" for the root or a bare repository).
+fn subdirectory(repo: &Repository, path: &Path) -> Result<String, SourceError> {
+    let Some(workdir) = repo.workdir() else { return Ok(String::new()) };
+    let canonical =
+        |p: &Path| std::fs::canonicalize(p).map_err(|source| SourceError::Io { path: p.to_path_buf(), source });
+    let (workdir, path) = (canonical(workdir)?, canonical(path)?);
+    let rel = path.strip_prefix(&workdir).unwrap_or(Path::new(""));
+    Ok(rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/"))
+}
+
+fn walk(
+    repo: &Repository,
+    root: &Tree<'_>,
+    tree: &Tree<'_>,
+    prefix: &str,
+    out: &mut Collector<'_>,
+) -> Result<(), SourceError> {
+    for entry in tree.iter() {
+        let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
+        let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        check_component(&name, &rel)?;
+        match entry.kind() {
+            Some(ObjectType::Tree) if !(prefix.is_empty() && name == ".git") => {
+                let sub =
+                    entry.to_object(repo).and_then(|o| o.peel_to_tree()).map_err(git(format!("cannot read {rel}")))?;
+                walk(repo, root, &sub, &rel, out)?;
+            }
+            Some(ObjectType::Blob) => {
+                let blob = repo.find_blob(entry.id()).map_err(git(format!("cannot read {rel}")))?;
+                if entry.filemode() == SYMLINK_MODE {
+                    read_link(repo, root, &rel, blob.content(), out)?;
+                } else if RepoFiles::is_manifest_path(&rel) {
+                    out.admit(&rel, blob.size() as u64)?;
+                    out.add(rel, blob.content().to_vec());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// In-bounds links to files are read under the link's name; a link that leaves the
+/// tree or points at nothing refuses the repository.
+fn read_link(
+    repo: &Repository,
+    root: &Tree<'_>,
+    rel: &str,
+    target: &[u8],
+    out: &mut Collector<'_>,
+) -> Result<(), SourceError> {
+    let escaping = || SourceError::EscapingSymlink { path: rel.into() };
+    let target = std::str::from_utf8(target).map_err(|_| escaping())?;
+    let resolved = resolve_link(rel, target)?;
+    let entry = root.get_path(Path::new(&resolved)).map_err(|_| escaping())?;
+    if entry.kind() == Some(ObjectType::Blob) && entry.filemode() != SYMLINK_MODE && RepoFiles::is_manifest_path(rel) {
+        let blob = repo.find_blob(entry.id()).map_err(git(format!("cannot read {resolved}")))?;
+        out.admit(rel, blob.size() as u64)?;
+        out.add(rel.to_owned(), blob.content().to_vec());
+    }
+    Ok(())
+}
