@@ -195,6 +195,13 @@ fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideEr
     Ok(object)
 }
 
+/// Karmada's binding name for a template: `lower(name with ':' → '.') + "-" + lower(kind)`
+/// (`GenerateBindingName`). flotilla has no binding objects; the name keys per-template
+/// state the way Karmada users know it.
+pub fn binding_name(kind: &str, name: &str) -> String {
+    format!("{}-{}", name.replace(':', "."), kind).to_lowercase()
+}
+
 /// Sets the assigned replicas: Deployment, ReplicaSet, StatefulSet `spec.replicas`;
 /// Job `spec.parallelism` (and `spec.completions` when split).
 pub fn revise_replicas(object: &mut Value, key: &ObjectKey, replicas: Option<i64>, completions: Option<i64>) {
