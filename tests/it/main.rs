@@ -1,1 +1,7 @@
+//! flotilla's one integration test binary.
 
+mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir
+mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields
+mod pipeline; // fixture repos rendered through the core, as YAML snapshots
+mod seeds; // the two seed tutorials' distributions
+mod support; // shared helpers: running the binary, temporary repos

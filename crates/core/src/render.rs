@@ -58,31 +58,34 @@ pub fn render(
         }
     }
     attach_dependencies(&loaded, &mut targets);
-    let jobs: Vec<(usize, String, Option<i64>, Option<i64>, Source, bool)> = targets
+    let pending: Vec<(String, Rendered)> = targets
         .iter()
-        .flat_map(|(&t, target)| {
+        .flat_map(|(&template, target)| {
             target.clusters.iter().map(move |(cluster, replicas)| {
-                let suspended = target.all_suspended || target.suspended.contains(cluster);
-                (t, cluster.clone(), *replicas, target.completions.get(cluster).copied(), target.source, suspended)
+                let rendered = Rendered {
+                    template,
+                    replicas: *replicas,
+                    completions: target.completions.get(cluster).copied(),
+                    overrides: Vec::new(),
+                    source: target.source,
+                    suspended: target.all_suspended || target.suspended.contains(cluster),
+                };
+                (cluster.clone(), rendered)
             })
         })
         .collect();
-    let results: Vec<Result<(String, Rendered), Problem>> = jobs
+    let by_name: BTreeMap<&str, &crate::model::Cluster> =
+        loaded.clusters.iter().map(|c| (c.name.as_str(), c)).collect();
+    // Overrides are resolved and trial-applied here, so an override that fails is a
+    // problem now rather than an error while writing the output.
+    let results: Vec<Result<(String, Rendered), Box<Problem>>> = pending
         .into_par_iter()
-        .map(|(template, cluster, replicas, completions, source, suspended)| {
-            let t = &loaded.templates[template];
-            let c = loaded.clusters.iter().find(|c| c.name == cluster).expect("placed on a declared cluster");
-            let rendered = Rendered {
-                template,
-                replicas,
-                completions,
-                overrides: overrides::matching(&loaded, t, c),
-                source,
-                suspended,
-            };
+        .map(|(cluster, mut rendered)| {
+            let t = &loaded.templates[rendered.template];
+            rendered.overrides = overrides::matching(&loaded, t, by_name[cluster.as_str()]);
             match materialize(&loaded, &rendered) {
                 Ok(_) => Ok((cluster, rendered)),
-                Err(e) => Err(problem(t, Some(cluster), ProblemReason::OverrideFailed, error_chain(&e))),
+                Err(e) => Err(Box::new(problem(t, Some(cluster), ProblemReason::OverrideFailed, error_chain(&e)))),
             }
         })
         .collect();
@@ -91,14 +94,16 @@ pub fn render(
     for result in results {
         match result {
             Ok((cluster, rendered)) => clusters.entry(cluster).or_default().push(rendered),
-            Err(p) => problems.push(p),
+            Err(p) => problems.push(*p),
         }
     }
     for items in clusters.values_mut() {
         items.sort_by_key(|r| r.template);
     }
     problems.sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
-    let unclaimed = unclaimed.into_iter().map(|i| loaded.templates[i].key.clone()).collect();
+    // Templates no policy claimed may still travel as dependencies.
+    let unclaimed =
+        unclaimed.into_iter().filter(|i| !targets.contains_key(i)).map(|i| loaded.templates[i].key.clone()).collect();
     Plan { revision, loaded, clusters, problems, placements, unclaimed }
 }
 
@@ -301,11 +306,9 @@ pub fn prune(object: &mut Value, key: &ObjectKey) {
     }
     let spec = root.get_mut("spec").and_then(Value::as_object_mut);
     match (key.group(), key.kind.as_str(), spec) {
-        ("", "Service", Some(spec)) => {
-            if spec.get("clusterIP").and_then(Value::as_str) != Some("None") {
-                spec.remove("clusterIP");
-                spec.remove("clusterIPs");
-            }
+        ("", "Service", Some(spec)) if spec.get("clusterIP").and_then(Value::as_str) != Some("None") => {
+            spec.remove("clusterIP");
+            spec.remove("clusterIPs");
         }
         ("batch", "Job", Some(spec)) => prune_job(spec),
         _ => {}

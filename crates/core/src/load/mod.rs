@@ -90,8 +90,8 @@ pub enum LoadError {
     /// Two documents declare the same object.
     #[error("{key} is declared twice: {first} and {second}")]
     Duplicate {
-        /// The object.
-        key: ObjectKey,
+        /// The object (boxed: it is the largest field of any variant).
+        key: Box<ObjectKey>,
         /// The first declaration.
         first: Origin,
         /// The second declaration.
@@ -325,7 +325,7 @@ fn templates(raw: Vec<(Origin, Value)>) -> Result<Vec<Template>, LoadError> {
         for template in std::iter::once(template).chain(derived) {
             if let Some(first) = by_key.get(&template.key) {
                 return Err(LoadError::Duplicate {
-                    key: template.key.clone(),
+                    key: Box::new(template.key.clone()),
                     first: first.origin.clone(),
                     second: template.origin,
                 });

@@ -93,6 +93,11 @@ pub fn keyed(mut object: Value, origin: Origin, scopes: &Scopes) -> Result<Templ
         _ if metadata.contains_key("generateName") => {
             return Err(invalid("metadata.generateName is not supported: GitOps needs a fixed metadata.name".into()));
         }
+        Some(Value::Bool(_)) => {
+            return Err(invalid(
+                "metadata.name must be a string, found a boolean (YAML 1.1, like Kubernetes, reads y/n/yes/no/on/off as booleans; quote the name)".into(),
+            ));
+        }
         _ => return Err(invalid("metadata.name must be a non-empty string".into())),
     };
     super::validate::object_name(&name).map_err(|m| invalid(format!("metadata.name: {m}")))?;

@@ -165,7 +165,7 @@ pub fn overrides(spec: &mut OverrideSpec, namespace: Option<&str>) -> Check {
         }
     }
     let legacy = spec.target_cluster.is_some() || spec.overriders.is_some();
-    ensure(!(legacy && !spec.override_rules.is_empty()), || {
+    ensure(!legacy || spec.override_rules.is_empty(), || {
         "spec: overrideRules cannot be combined with targetCluster/overriders".into()
     })?;
     spec.override_rules = spec.rules();

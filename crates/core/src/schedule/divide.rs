@@ -163,7 +163,7 @@ pub fn dynamic(input: DynamicInput<'_>) -> Result<BTreeMap<String, i64>, Insuffi
 }
 
 fn sorted_desc(mut weights: Vec<(String, i64)>) -> Vec<(String, i64)> {
-    weights.sort_by(|a, b| b.1.cmp(&a.1));
+    weights.sort_by_key(|w| std::cmp::Reverse(w.1));
     weights
 }
 

@@ -1,0 +1,165 @@
+//! The CLI contract others script against.
+
+use serde_json::Value;
+
+use crate::support::{cluster, commit_all, repo, run, write};
+
+#[test]
+fn json_output_has_exactly_the_contract_keys_and_every_cluster() {
+    let (code, stdout, _) = run(&["render", "examples/repo", "-o", "json"]);
+    assert_eq!(code, 0);
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    let keys: Vec<&String> = plan.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["clusters", "problems", "revision"]);
+    let clusters: Vec<&String> = plan["clusters"].as_object().unwrap().keys().collect();
+    assert_eq!(clusters, ["member1", "member2", "member3"]);
+    assert!(plan["revision"].as_str().unwrap().starts_with("dir-"));
+    assert_eq!(plan["problems"], Value::Array(vec![]));
+}
+
+#[test]
+fn manifests_are_sorted_by_api_version_kind_namespace_name() {
+    let (_, stdout, _) = run(&["render", "examples/repo", "-o", "json"]);
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    for (cluster, manifests) in plan["clusters"].as_object().unwrap() {
+        let keys: Vec<(String, String, String, String)> = manifests
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
+                (s(&m["apiVersion"]), s(&m["kind"]), s(&m["metadata"]["namespace"]), s(&m["metadata"]["name"]))
+            })
+            .collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted, "{cluster}");
+    }
+}
+
+#[test]
+fn a_cluster_receiving_nothing_is_listed_empty() {
+    let dir = repo(&[("c.yaml", format!("{}---\n{}", cluster("a"), cluster("b")).as_bytes())]);
+    let (code, stdout, _) = run(&["render", dir.path().to_str().unwrap(), "-o", "json"]);
+    assert_eq!(code, 0);
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(plan["clusters"], serde_json::json!({"a": [], "b": []}));
+}
+
+#[test]
+fn cluster_filter_limits_output_and_unknown_clusters_are_usage_errors() {
+    let (code, stdout, _) = run(&["render", "examples/repo", "-o", "json", "--cluster", "member3"]);
+    assert_eq!(code, 0);
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(plan["clusters"].as_object().unwrap().keys().collect::<Vec<_>>(), ["member3"]);
+    let (code, _, stderr) = run(&["render", "examples/repo", "--cluster", "member9"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("member9"), "{stderr}");
+}
+
+#[test]
+fn unschedulable_workloads_exit_1_and_say_why_while_the_rest_renders() {
+    let dir = repo(&[
+        ("clusters.yaml", cluster("a").as_bytes()),
+        (
+            "app.yaml",
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-x}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-y}\n---\n\
+apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: px}\nspec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap, name: cm-x}]\n  placement: {clusterAffinity: {clusterNames: [zzz]}}\n---\n\
+apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: py}\nspec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap, name: cm-y}]\n",
+        ),
+    ]);
+    let (code, stdout, stderr) = run(&["render", dir.path().to_str().unwrap(), "-o", "json"]);
+    assert_eq!(code, 1, "{stderr}");
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(plan["clusters"]["a"][0]["metadata"]["name"], "cm-y");
+    assert_eq!(plan["problems"][0]["reason"], "Unschedulable");
+    assert_eq!(plan["problems"][0]["message"], "0/1 clusters fit: 1 (a) did not match the cluster affinity");
+    assert!(stderr.contains("ConfigMap default/cm-x"), "{stderr}");
+}
+
+#[test]
+fn yaml_1_1_booleans_in_names_get_a_hint() {
+    let dir = repo(&[("cm.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: y}\n")]);
+    let (code, _, stderr) = run(&["render", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("quote the name"), "{stderr}");
+}
+
+#[test]
+fn validate_accepts_the_example_repo() {
+    let (code, _, stderr) = run(&["validate", "examples/repo"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn out_dir_writes_one_file_per_object() {
+    let out = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run(&["render", "examples/repo", "--out-dir", out.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let file = out.path().join("member3/default/deployment-ratings-v1.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("registry-eu-central-1.ack.aliyuncs.com"), "{text}");
+    assert!(
+        out.path().join("member1/_cluster/customresourcedefinition-serviceexports.multicluster.x-k8s.io.yaml").exists()
+    );
+    // A second render replaces each cluster's directory.
+    write(out.path(), "member3/default/stale.yaml", b"stale");
+    run(&["render", "examples/repo", "--out-dir", out.path().to_str().unwrap()]);
+    assert!(!out.path().join("member3/default/stale.yaml").exists());
+}
+
+#[test]
+fn ref_reads_a_revision_from_the_object_database_not_the_working_tree() {
+    let dir = repo(&[
+        ("clusters.yaml", cluster("a").as_bytes()),
+        ("cm.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: first}\n"),
+    ]);
+    let first = commit_all(dir.path(), "first");
+    write(dir.path(), "cm.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: second}\n");
+    commit_all(dir.path(), "second");
+    write(dir.path(), "cm.yaml", b"this is not: [valid yaml");
+    let path = dir.path().to_str().unwrap();
+    let (code, stdout, stderr) = run(&["validate", path, "--ref", &first]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.is_empty());
+    let (code, stdout, _) = run(&["render", path, "--ref", "HEAD", "-o", "json"]);
+    assert_eq!(code, 0);
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(plan["revision"].as_str().unwrap().len(), 40);
+    let (code, _, stderr) = run(&["render", path]);
+    assert_eq!(code, 2, "the dirty working tree is invalid");
+    assert!(stderr.contains("cm.yaml"), "{stderr}");
+    let (code, _, stderr) = run(&["render", path, "--ref", "no-such-branch"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no-such-branch"), "{stderr}");
+}
+
+#[test]
+fn ref_with_a_subdirectory_reads_only_that_subtree() {
+    let dir = repo(&[("deploy/clusters.yaml", cluster("a").as_bytes()), ("other/broken.yaml", b"{{{")]);
+    commit_all(dir.path(), "init");
+    let sub = dir.path().join("deploy");
+    let (code, _, stderr) = run(&["validate", sub.to_str().unwrap(), "--ref", "HEAD"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn cluster_state_feeds_dynamic_division() {
+    let dir = repo(&[
+        ("clusters.yaml", format!("{}---\n{}", cluster("a"), cluster("b")).as_bytes()),
+        (
+            "app.yaml",
+            b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w}\nspec: {replicas: 6}\n---\n\
+apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: w}\nspec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  placement:\n    replicaScheduling: {replicaSchedulingType: Divided, weightPreference: {dynamicWeight: AvailableReplicas}}\n",
+        ),
+    ]);
+    let state = dir.path().join("state.json");
+    std::fs::write(&state, br#"{"clusters": {"a": {"availableReplicas": 10}, "b": {"availableReplicas": 2}}}"#)
+        .unwrap();
+    let (code, stdout, stderr) =
+        run(&["render", dir.path().to_str().unwrap(), "-o", "json", "--cluster-state", state.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(plan["clusters"]["a"][0]["spec"]["replicas"], 5);
+    assert_eq!(plan["clusters"]["b"][0]["spec"]["replicas"], 1);
+}

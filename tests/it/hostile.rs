@@ -1,0 +1,185 @@
+//! Hostile repositories: each must fail fast with exit 2 and an error naming the file,
+//! never panic, hang or leak content.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{cluster, commit_all, repo, run};
+
+/// Runs `render` on a repo and checks for a clean, quick, named failure.
+fn rejects(dir: &std::path::Path, extra: &[&str], names: &str) -> String {
+    let start = Instant::now();
+    let mut args = vec!["render", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = run(&args);
+    assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
+    assert_eq!(code, 2, "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.is_empty(), "nothing is rendered: {stdout}");
+    assert!(stderr.contains(names), "error should name {names}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+#[test]
+fn yaml_alias_bomb() {
+    // The ConfigMap of kubernetes/kubernetes#83253 (CVE-2019-11253).
+    let bomb = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:\n  a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n";
+    let dir = repo(&[("bomb.yaml", bomb.as_bytes())]);
+    let err = rejects(dir.path(), &[], "bomb.yaml: document 1");
+    assert!(err.contains("limit exceeded"), "{err}");
+}
+
+#[test]
+fn a_fifty_megabyte_document() {
+    let mut big = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata:\n  blob: \"".to_vec();
+    big.resize(50 << 20, b'x');
+    big.extend_from_slice(b"\"\n");
+    let dir = repo(&[("big.yaml", &big)]);
+    rejects(dir.path(), &[], "big.yaml");
+}
+
+#[test]
+fn a_document_over_the_api_server_object_limit() {
+    let mut doc = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata:\n  blob: \"".to_vec();
+    doc.resize(4 << 20, b'x');
+    doc.extend_from_slice(b"\"\n");
+    let dir = repo(&[("doc.yaml", &doc)]);
+    let err = rejects(dir.path(), &[], "doc.yaml: document 1 (line 1)");
+    assert!(err.contains("limit"), "{err}");
+}
+
+#[test]
+fn ten_thousand_deep_nesting() {
+    let block: String = (0..10_000).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+    let flow = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let dir = repo(&[("block.yaml", block.as_bytes())]);
+    rejects(dir.path(), &[], "block.yaml");
+    let dir = repo(&[("flow.yaml", flow.as_bytes())]);
+    rejects(dir.path(), &[], "flow.yaml");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_to_a_file_outside_the_repo_refuses_the_repo() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.yaml");
+    std::fs::write(&secret, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: leaked-marker-8c1f}\n").unwrap();
+    let dir = repo(&[("clusters.yaml", cluster("a").as_bytes())]);
+    std::fs::create_dir(dir.path().join("apps")).unwrap();
+    std::os::unix::fs::symlink(&secret, dir.path().join("apps/leak.yaml")).unwrap();
+    let err = rejects(dir.path(), &[], "apps/leak.yaml");
+    assert!(err.contains("outside"), "{err}");
+    assert!(!err.contains("leaked-marker-8c1f"));
+    // Even a link no manifest uses, and a dangling one.
+    std::fs::remove_file(dir.path().join("apps/leak.yaml")).unwrap();
+    std::os::unix::fs::symlink("/etc", dir.path().join("apps/etc")).unwrap();
+    rejects(dir.path(), &[], "apps/etc");
+    std::fs::remove_file(dir.path().join("apps/etc")).unwrap();
+    std::os::unix::fs::symlink("missing.yaml", dir.path().join("apps/dangling.yaml")).unwrap();
+    rejects(dir.path(), &[], "apps/dangling.yaml");
+}
+
+#[cfg(unix)]
+#[test]
+fn dot_dot_symlinks_in_a_git_revision_refuse_the_repo() {
+    let dir = repo(&[("clusters.yaml", cluster("a").as_bytes())]);
+    std::fs::create_dir(dir.path().join("apps")).unwrap();
+    std::os::unix::fs::symlink("../../../../etc/passwd", dir.path().join("apps/passwd.yaml")).unwrap();
+    commit_all(dir.path(), "escape");
+    let err = rejects(dir.path(), &["--ref", "HEAD"], "apps/passwd.yaml");
+    assert!(err.contains("outside"), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn in_repo_symlinks_are_read_under_their_own_name() {
+    let dir = repo(&[
+        ("clusters.yaml", cluster("a").as_bytes()),
+        ("shared/cm.yml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\n"),
+    ]);
+    std::fs::create_dir(dir.path().join("apps")).unwrap();
+    std::os::unix::fs::symlink("../shared/cm.yml", dir.path().join("apps/link.yaml")).unwrap();
+    // The same object twice (the file and the link) is a duplicate naming both.
+    let err = rejects(dir.path(), &[], "apps/link.yaml");
+    assert!(err.contains("shared/cm.yml"), "{err}");
+}
+
+#[test]
+fn invalid_policy_fields_name_file_document_and_line() {
+    let cases: [(&str, &str); 4] = [
+        (
+            "spec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  placment: {}\n",
+            "unknown field `placment`",
+        ),
+        (
+            "spec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  placement:\n    replicaScheduling: {replicaSchedulingType: Split}\n",
+            "Split",
+        ),
+        (
+            "spec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  placement:\n    spreadConstraints: [{spreadByField: cluster, minGroups: 3, maxGroups: 1}]\n",
+            "maxGroups (1) is less than minGroups (3)",
+        ),
+        ("spec:\n  resourceSelectors: []\n", "at least one selector"),
+    ];
+    for (spec, message) in cases {
+        let policy = format!(
+            "{}---\n# a comment\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: p}}\n{spec}",
+            cluster("a")
+        );
+        let dir = repo(&[("policies/p.yaml", policy.as_bytes())]);
+        let err = rejects(dir.path(), &[], "policies/p.yaml: document 2");
+        assert!(err.contains(message), "{message}: {err}");
+        assert!(err.contains("line"), "{err}");
+    }
+}
+
+#[test]
+fn unknown_fields_point_at_their_line() {
+    let policy = format!(
+        "{}---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: p}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap}}]\n  placment: {{}}\n",
+        cluster("a")
+    );
+    let dir = repo(&[("p.yaml", policy.as_bytes())]);
+    // The Cluster takes lines 1-4; the typo is on line 11.
+    rejects(dir.path(), &[], "line 11");
+}
+
+#[test]
+fn the_same_object_in_two_files_names_both() {
+    let cm = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: twice, namespace: ns}\n";
+    let dir = repo(&[("a/one.yaml", cm), ("b/two.yaml", cm)]);
+    let err = rejects(dir.path(), &[], "a/one.yaml");
+    assert!(err.contains("b/two.yaml") && err.contains("ConfigMap ns/twice"), "{err}");
+}
+
+#[test]
+fn non_utf8_bytes() {
+    let dir = repo(&[("latin1.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\xe9}\n")]);
+    let err = rejects(dir.path(), &[], "latin1.yaml");
+    assert!(err.contains("UTF-8"), "{err}");
+}
+
+#[test]
+fn secret_values_never_reach_error_text() {
+    let secret = b"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  password: hunter2-marker-77\n  broken: [unclosed, hunter2-marker-77\n";
+    let dir = repo(&[("secret.yaml", secret)]);
+    let err = rejects(dir.path(), &[], "secret.yaml");
+    assert!(!err.contains("hunter2-marker-77"), "{err}");
+}
+
+#[test]
+fn path_traversal_in_namespaces_is_refused() {
+    let cm = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: ../../etc}\n";
+    let dir = repo(&[("clusters.yaml", cluster("a").as_bytes()), ("cm.yaml", cm)]);
+    rejects(dir.path(), &["--out-dir", "/tmp/flotilla-never-written"], "cm.yaml");
+    assert!(!std::path::Path::new("/tmp/flotilla-never-written").exists());
+}
+
+#[test]
+fn missing_fields_are_named() {
+    let dir = repo(&[("x.yaml", b"kind: ConfigMap\nmetadata: {name: x}\n")]);
+    let err = rejects(dir.path(), &[], "x.yaml: document 1 (line 1)");
+    assert!(err.contains("apiVersion"), "{err}");
+    let dir = repo(&[("y.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: x-}\n")]);
+    let err = rejects(dir.path(), &[], "y.yaml");
+    assert!(err.contains("generateName"), "{err}");
+}

@@ -1,0 +1,80 @@
+//! The seed tutorials, rendered from examples/repo: where every object lands.
+
+use serde_json::Value;
+
+use crate::support::{root, run, write};
+
+fn names(plan: &Value, cluster: &str, kind: &str) -> Vec<String> {
+    plan["clusters"][cluster]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["kind"] == kind)
+        .map(|m| m["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn replicas(plan: &Value, cluster: &str, name: &str) -> Option<i64> {
+    plan["clusters"][cluster]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["kind"] == "Deployment" && m["metadata"]["name"] == name)
+        .map(|m| m["spec"]["replicas"].as_i64().unwrap())
+}
+
+fn render(repo: &str) -> Value {
+    let (code, stdout, stderr) = run(&["render", repo, "-o", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+#[test]
+fn bookinfo_lands_where_the_tutorial_says() {
+    let plan = render("examples/repo");
+    let deployments = |c| names(&plan, c, "Deployment");
+    assert_eq!(deployments("member1"), ["nginx", "productpage-v1", "reviews-v1", "reviews-v2", "reviews-v3"]);
+    assert_eq!(deployments("member2"), ["details-v1", "ratings-v1", "reviews-v1", "reviews-v2", "reviews-v3"]);
+    assert_eq!(deployments("member3"), ["ratings-v1"], "ratings excludes only member1");
+    for cluster in ["member1", "member2"] {
+        let services = names(&plan, cluster, "Service");
+        for svc in ["details", "productpage", "ratings", "reviews", "nginx-service"] {
+            assert!(services.contains(&svc.to_owned()), "{svc} missing in {cluster}: {services:?}");
+        }
+    }
+}
+
+#[test]
+fn nginx_with_one_replica_runs_only_in_member1() {
+    let plan = render("examples/repo");
+    assert_eq!(replicas(&plan, "member1", "nginx"), Some(1));
+    assert_eq!(replicas(&plan, "member2", "nginx"), None);
+    assert_eq!(names(&plan, "member1", "Service").iter().filter(|s| *s == "derived-nginx-service").count(), 1);
+    assert!(!names(&plan, "member2", "Service").contains(&"derived-nginx-service".to_owned()));
+}
+
+#[test]
+fn nginx_at_ten_replicas_splits_five_and_five() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("examples/repo");
+    for entry in walk(&src) {
+        let rel = entry.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        let mut text = std::fs::read_to_string(&entry).unwrap();
+        if rel == "nginx/nginx.yaml" {
+            text = text.replacen("replicas: 1\n", "replicas: 10\n", 1);
+        }
+        write(dir.path(), &rel, text.as_bytes());
+    }
+    let plan = render(dir.path().to_str().unwrap());
+    assert_eq!(replicas(&plan, "member1", "nginx"), Some(5));
+    assert_eq!(replicas(&plan, "member2", "nginx"), Some(5));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() { out.extend(walk(&path)) } else { out.push(path) }
+    }
+    out
+}

@@ -1,0 +1,65 @@
+//! Helpers shared by the test modules.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs the flotilla binary with `args` in the repository root.
+pub fn flotilla(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .args(args)
+        .current_dir(root())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the flotilla binary runs")
+}
+
+/// Exit code, stdout and stderr as text.
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let out = flotilla(args);
+    (
+        out.status.code().expect("exited normally, not by a signal"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A temporary repo directory with `files` written into it.
+pub fn repo(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (path, content) in files {
+        write(dir.path(), path, content);
+    }
+    dir
+}
+
+/// Writes a file, creating parent directories.
+pub fn write(root: &Path, path: &str, content: &[u8]) {
+    let file = root.join(path);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, content).unwrap();
+}
+
+/// One Push cluster named `name`.
+pub fn cluster(name: &str) -> String {
+    format!(
+        "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}}}\nspec: {{syncMode: Push}}\n"
+    )
+}
+
+/// Commits every file in `dir` to a new Git repository there; returns the commit id.
+pub fn commit_all(dir: &Path, message: &str) -> String {
+    let repo = git2::Repository::open(dir).or_else(|_| git2::Repository::init(dir)).unwrap();
+    let mut index = repo.index().unwrap();
+    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
+    index.write().unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("test", "test@example.invalid").unwrap();
+    let parents: Vec<git2::Commit<'_>> = repo.head().ok().and_then(|h| h.peel_to_commit().ok()).into_iter().collect();
+    let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
+    repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents).unwrap().to_string()
+}
