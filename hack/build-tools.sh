@@ -2,22 +2,24 @@
 # Builds the binaries the member clusters need from the Go module proxy:
 # kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes), etcd
 # (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok), into $FLOTILLA_TOOLS_BIN
-# (default: <repo>/.tools/bin, git-ignored). Each module is rebuilt only when its
-# go.mod/go.sum change: a stamp file holds their hash. Nothing prebuilt is downloaded.
+# (default: ~/.cache/flotilla/bin, outside any clone, so fresh clones and CI reuse it).
+# Each module is rebuilt only when its go.mod/go.sum, build flags or Go version change:
+# a stamp file holds their hash. Nothing prebuilt is downloaded. Prints the directory.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-bin=${FLOTILLA_TOOLS_BIN:-$root/.tools/bin}
+bin=${FLOTILLA_TOOLS_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/bin}
 mkdir -p "$bin"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-command -v go >/dev/null || { echo "build-tools: Go is required (>= 1.26) and was not found on PATH" >&2; exit 1; }
+command -v go >/dev/null || { echo "build-tools: Go (>= 1.26, from go.dev or the machine image; Debian's golang-go is too old) is required and was not found on PATH" >&2; exit 1; }
+go_minor=$(go env GOVERSION | sed -nE 's/^go1\.([0-9]+).*/\1/p')
+[ "${go_minor:-0}" -ge 26 ] || { echo "build-tools: Go >= 1.26 is required, found $(go env GOVERSION)" >&2; exit 1; }
 
 # build MODULE_DIR VERSION_LDFLAGS PACKAGE...
 build() {
   local dir=$1 ldflags=$2; shift 2
   local stamp="$bin/.stamp-$(basename "$dir")"
-  local want; want=$(cat "$dir/go.mod" "$dir/go.sum" $(ls "$dir"/*.go 2>/dev/null) | sha256sum | cut -c1-16)
+  local want; want=$( (cat "$dir/go.mod" "$dir/go.sum" $(ls "$dir"/*.go 2>/dev/null); echo "$ldflags"; go version) | sha256sum | cut -c1-16)
   local missing=0
   for pkg in "$@"; do [ -x "$bin/$(basename "$pkg")" ] || missing=1; done
   if [ "$missing" = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -30,7 +32,8 @@ build() {
   echo "build-tools: $(basename "$dir") built in $((SECONDS - start)) s" >&2
 }
 
-k8s_version=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/tools/kubernetes/go.mod")
+k8s_version=$(sed -nE 's|^[[:space:]]*(require[[:space:]]+)?k8s.io/kubernetes (v[^[:space:]]+).*|\2|p' "$here/tools/kubernetes/go.mod" | head -n1)
+[[ "$k8s_version" =~ ^v1\.[0-9]+\.[0-9]+$ ]] || { echo "build-tools: cannot read the k8s.io/kubernetes version from hack/tools/kubernetes/go.mod" >&2; exit 1; }
 minor=$(echo "$k8s_version" | cut -d. -f2)
 build "$here/tools/etcd" "" flotilla.invalid/hack/tools/etcd
 build "$here/tools/kubernetes" \

@@ -1,7 +1,9 @@
 //! flotilla's one integration test binary.
 
 mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir
+mod e2e; // the member clusters themselves: real pods, readiness, isolation
 mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields
+mod members; // the member-cluster harness (hack/local-up.sh, per-test namespaces)
 mod pipeline; // fixture repos rendered through the core, as YAML snapshots
 mod seeds; // the two seed tutorials' distributions
 mod support; // shared helpers: running the binary, temporary repos

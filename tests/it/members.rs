@@ -1,0 +1,115 @@
+//! Real member clusters for end-to-end tests: kube-apiservers built from
+//! `k8s.io/kubernetes`, with controller-manager, scheduler and kwok nodes, started by
+//! `hack/local-up.sh`.
+//!
+//! With `FLOTILLA_MEMBERS_KUBECONFIG` set (a kubeconfig with contexts member1..memberN,
+//! as local-up writes), those clusters are reused and left running. Otherwise the first
+//! test that asks starts three in a temporary directory, owned by this test process: a
+//! watchdog stops them when the process exits, however it exits (normal end, panic,
+//! SIGKILL). Each test gets its own namespaces, deleted when its guard drops.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::support::root;
+
+/// A set of running member clusters.
+pub struct Members {
+    kubeconfig: PathBuf,
+    names: Vec<String>,
+}
+
+/// The member clusters, started on first use. A missing toolchain fails loudly here.
+pub fn members() -> &'static Members {
+    static MEMBERS: OnceLock<Members> = OnceLock::new();
+    MEMBERS.get_or_init(|| match std::env::var_os("FLOTILLA_MEMBERS_KUBECONFIG") {
+        Some(path) => Members::reuse(PathBuf::from(path)),
+        None => Members::start(3),
+    })
+}
+
+impl Members {
+    fn reuse(kubeconfig: PathBuf) -> Self {
+        let kc = Kubeconfig::read_from(&kubeconfig)
+            .unwrap_or_else(|e| panic!("FLOTILLA_MEMBERS_KUBECONFIG={}: {e}", kubeconfig.display()));
+        let mut names: Vec<String> = kc.contexts.iter().map(|c| c.name.clone()).filter(|n| n.starts_with("member")).collect();
+        names.sort();
+        Self { kubeconfig, names }
+    }
+
+    fn start(n: usize) -> Self {
+        // The watchdog's local-down.sh removes this directory, kubeconfig included.
+        let state = tempfile::Builder::new().prefix("flotilla-members-").tempdir().expect("temp dir").keep();
+        let kubeconfig = state.join("members.config");
+        let out = Command::new(root().join("hack/local-up.sh"))
+            .arg(n.to_string())
+            .env("FLOTILLA_CLUSTERS_DIR", &state)
+            .env("KUBECONFIG_OUT", &kubeconfig)
+            .env("FLOTILLA_OWNER_PID", std::process::id().to_string())
+            .output()
+            .expect("hack/local-up.sh runs");
+        assert!(
+            out.status.success(),
+            "could not start member clusters (hack/local-up.sh needs Go, openssl, curl and python3):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let names = (1..=n).map(|i| format!("member{i}")).collect();
+        Self { kubeconfig, names }
+    }
+
+    /// Context names, `member1`…
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// A client for one member.
+    pub async fn client(&self, name: &str) -> Client {
+        let kc = Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        let options = KubeConfigOptions { context: Some(name.to_owned()), ..Default::default() };
+        let config = Config::from_custom_kubeconfig(kc, &options).await.expect("context");
+        Client::try_from(config).expect("client")
+    }
+
+    /// A fresh namespace, created in every member, deleted when the guard drops.
+    pub async fn namespace(&'static self, prefix: &str) -> TestNamespace {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        for member in &self.names {
+            let ns = Namespace { metadata: kube::api::ObjectMeta { name: Some(name.clone()), ..Default::default() }, ..Default::default() };
+            Api::<Namespace>::all(self.client(member).await).create(&PostParams::default(), &ns).await.expect("create namespace");
+        }
+        TestNamespace { name, members: self }
+    }
+}
+
+/// A namespace present in every member for one test.
+pub struct TestNamespace {
+    /// Its name.
+    pub name: String,
+    members: &'static Members,
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        // Drop cannot await; a short-lived runtime on another thread deletes the
+        // namespaces (the namespace controller of each member then empties them).
+        let (name, members) = (self.name.clone(), self.members);
+        let cleanup = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                for member in members.names() {
+                    let api = Api::<Namespace>::all(members.client(member).await);
+                    let _ = api.delete(&name, &DeleteParams::default()).await;
+                }
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
