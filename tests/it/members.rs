@@ -39,7 +39,8 @@ impl Members {
     fn reuse(kubeconfig: PathBuf) -> Self {
         let kc = Kubeconfig::read_from(&kubeconfig)
             .unwrap_or_else(|e| panic!("FLOTILLA_MEMBERS_KUBECONFIG={}: {e}", kubeconfig.display()));
-        let mut names: Vec<String> = kc.contexts.iter().map(|c| c.name.clone()).filter(|n| n.starts_with("member")).collect();
+        let mut names: Vec<String> =
+            kc.contexts.iter().map(|c| c.name.clone()).filter(|n| n.starts_with("member")).collect();
         names.sort();
         Self { kubeconfig, names }
     }
@@ -82,8 +83,14 @@ impl Members {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let name = format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         for member in &self.names {
-            let ns = Namespace { metadata: kube::api::ObjectMeta { name: Some(name.clone()), ..Default::default() }, ..Default::default() };
-            Api::<Namespace>::all(self.client(member).await).create(&PostParams::default(), &ns).await.expect("create namespace");
+            let ns = Namespace {
+                metadata: kube::api::ObjectMeta { name: Some(name.clone()), ..Default::default() },
+                ..Default::default()
+            };
+            Api::<Namespace>::all(self.client(member).await)
+                .create(&PostParams::default(), &ns)
+                .await
+                .expect("create namespace");
         }
         TestNamespace { name, members: self }
     }
