@@ -89,7 +89,7 @@ fn policy(out: &mut String, p: usize, clusters: usize, groups: usize) {
         out,
         "---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata:\n  name: policy-{p}\n  namespace: ns-{ns}\nspec:\n  resourceSelectors:\n"
     );
-    if p % 2 == 0 {
+    if p.is_multiple_of(2) {
         for kind in [("apps/v1", "Deployment"), ("v1", "Service"), ("v1", "ConfigMap")] {
             let _ = write!(
                 out,
