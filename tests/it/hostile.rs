@@ -105,7 +105,7 @@ fn in_repo_symlinks_are_read_under_their_own_name() {
 
 #[test]
 fn invalid_policy_fields_name_file_document_and_line() {
-    let cases: [(&str, &str); 4] = [
+    let cases: [(&str, &str); 5] = [
         (
             "spec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  placment: {}\n",
             "unknown field `placment`",
@@ -119,6 +119,10 @@ fn invalid_policy_fields_name_file_document_and_line() {
             "maxGroups (1) is less than minGroups (3)",
         ),
         ("spec:\n  resourceSelectors: []\n", "at least one selector"),
+        (
+            "spec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  placement:\n    clusterAffinities:\n    - affinityName: a\n      clusterNames: [x]\n      overflowAffinities: [{affinityName: b, clusterNames: [y]}]\n",
+            "needs dynamic-weight or Aggregated",
+        ),
     ];
     for (spec, message) in cases {
         let policy = format!(

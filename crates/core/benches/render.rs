@@ -59,5 +59,41 @@ fn scaling(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sizes, scaling);
+/// The same documents (the M corpus, split by flotilla) parsed into a JSON tree on one
+/// core by each maintained YAML crate: the comparison behind choosing serde-saphyr.
+fn yaml_crates(c: &mut Criterion) {
+    let files = repo(5_000, 20);
+    let docs: Vec<&str> = files
+        .files
+        .values()
+        .flat_map(|f| flotilla_core::load::split(std::str::from_utf8(f).unwrap()))
+        .map(|chunk| chunk.text)
+        .collect();
+    let mut group = c.benchmark_group("yaml-crates-M");
+    group.throughput(Throughput::Bytes(bytes(&files)));
+    group.bench_function("serde-saphyr", |b| {
+        b.iter(|| {
+            for d in &docs {
+                black_box(serde_saphyr::from_str::<serde_json::Value>(d).unwrap());
+            }
+        })
+    });
+    group.bench_function("serde_yaml_ng", |b| {
+        b.iter(|| {
+            for d in &docs {
+                black_box(serde_yaml_ng::from_str::<serde_json::Value>(d).unwrap());
+            }
+        })
+    });
+    group.bench_function("yaml_serde", |b| {
+        b.iter(|| {
+            for d in &docs {
+                black_box(yaml_serde::from_str::<serde_json::Value>(d).unwrap());
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, sizes, scaling, yaml_crates);
 criterion_main!(benches);

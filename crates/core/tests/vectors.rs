@@ -195,6 +195,7 @@ fn dynamic_scale(id: &str) {
             let prev = previous.get(&c.name).copied();
             spread::Candidate {
                 cluster: c,
+                tier: 0,
                 score: if prev.is_some() { 100 } else { 0 },
                 available: a + prev.unwrap_or(0),
                 allocatable: a,
@@ -225,6 +226,7 @@ fn spread_select(id: &str) {
         .zip(&clusters)
         .map(|((_, score, available), c)| spread::Candidate {
             cluster: c,
+            tier: 0,
             score: *score,
             available: *available,
             allocatable: *available,

@@ -68,6 +68,7 @@ fn placement(placement: &mut Placement) -> Check {
         cluster_affinity(affinity, "spec.placement.clusterAffinity")?;
     }
     affinity_terms(&placement.cluster_affinities)?;
+    overflow_allowed(placement)?;
     for (i, toleration) in placement.cluster_tolerations.iter().enumerate() {
         let at = format!("spec.placement.clusterTolerations[{i}]");
         ensure(matches!(toleration.operator.as_str(), "" | "Equal" | "Exists"), || {
@@ -90,6 +91,25 @@ fn placement(placement: &mut Placement) -> Check {
                 cluster_affinity(&w.target_cluster, &format!("{at}.targetCluster"))?;
             }
         }
+    }
+    Ok(())
+}
+
+/// `overflowAffinities` need dynamic-weight or aggregated division and a non-empty inline
+/// affinity in their term.
+fn overflow_allowed(placement: &Placement) -> Check {
+    let dynamic = placement.replica_scheduling.as_ref().is_some_and(|rs| {
+        rs.replica_scheduling_type != Some(ReplicaSchedulingType::Duplicated)
+            && (rs.replica_division_preference == Some(DivisionPreference::Aggregated)
+                || rs.weight_preference.as_ref().is_some_and(|w| w.dynamic_weight.is_some()))
+    });
+    for (i, term) in placement.cluster_affinities.iter().enumerate().filter(|(_, t)| !t.overflow_affinities.is_empty())
+    {
+        let at = format!("spec.placement.clusterAffinities[{i}].overflowAffinities");
+        ensure(dynamic, || format!("{at}: needs dynamic-weight or Aggregated replica division"))?;
+        ensure(term.affinity() != ClusterAffinity::default(), || {
+            format!("{at}: needs a non-empty affinity in its term")
+        })?;
     }
     Ok(())
 }

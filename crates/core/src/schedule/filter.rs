@@ -133,12 +133,13 @@ impl fmt::Display for Diagnosis {
     }
 }
 
-/// Filters `clusters` for one affinity. Clusters already holding the workload
-/// (`previous`) bypass the taint filter, as in Karmada, so a new NoSchedule taint never
-/// evicts.
+/// Filters `clusters` for one affinity (or any of its overflow affinities). Clusters
+/// already holding the workload (`previous`) bypass the taint filter, as in Karmada, so
+/// a new NoSchedule taint never evicts.
 pub fn filter<'a>(
     clusters: &'a [Cluster],
     affinity: Option<&ClusterAffinity>,
+    overflow: &[ClusterAffinity],
     tolerations: &[Toleration],
     spread: &[SpreadConstraint],
     previous: &BTreeMap<String, i64>,
@@ -146,7 +147,7 @@ pub fn filter<'a>(
     let mut diagnosis = Diagnosis { total: clusters.len(), ..Diagnosis::default() };
     let mut feasible = Vec::new();
     for cluster in clusters {
-        match unfit(cluster, affinity, tolerations, spread, previous.contains_key(&cluster.name)) {
+        match unfit(cluster, affinity, overflow, tolerations, spread, previous.contains_key(&cluster.name)) {
             Some(reason) => {
                 diagnosis.unfit.insert(cluster.name.clone(), reason);
             }
@@ -159,11 +160,14 @@ pub fn filter<'a>(
 fn unfit(
     cluster: &Cluster,
     affinity: Option<&ClusterAffinity>,
+    overflow: &[ClusterAffinity],
     tolerations: &[Toleration],
     spread: &[SpreadConstraint],
     already_placed: bool,
 ) -> Option<Unfit> {
-    if affinity.is_some_and(|a| !cluster_matches(a, cluster)) {
+    let matches =
+        affinity.is_none_or(|a| cluster_matches(a, cluster)) || overflow.iter().any(|o| cluster_matches(o, cluster));
+    if !matches {
         return Some(Unfit::Affinity);
     }
     for c in spread {

@@ -166,7 +166,7 @@ pub fn place(
     let previous = state.previous.get(&state_key(&template.key)).unwrap_or(&empty);
     let run = Run { template, placement, clusters, state, previous: &previous.clusters, workload: workload(template) };
     if placement.cluster_affinities.is_empty() {
-        return run.schedule(placement.cluster_affinity.as_ref());
+        return run.schedule(placement.cluster_affinity.as_ref(), &[]);
     }
     let terms = &placement.cluster_affinities;
     let start = previous
@@ -176,7 +176,8 @@ pub fn place(
         .unwrap_or(0);
     let mut first_failure = None;
     for term in &terms[start..] {
-        match run.schedule(Some(&term.affinity())) {
+        let overflow: Vec<ClusterAffinity> = term.overflow_affinities.iter().map(|o| o.affinity()).collect();
+        match run.schedule(Some(&term.affinity()), &overflow) {
             Ok(assignment) => {
                 return Ok(Assignment { observed_affinity: Some(term.affinity_name.clone()), ..assignment });
             }
@@ -200,15 +201,37 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn schedule(&self, affinity: Option<&ClusterAffinity>) -> Result<Assignment, FitError> {
+    /// One attempt with an affinity and its overflow tiers (empty outside
+    /// `clusterAffinities`). Overflow tiers only count for dynamic and aggregated
+    /// division, the strategies Karmada allows them with.
+    fn schedule(
+        &self,
+        affinity: Option<&ClusterAffinity>,
+        overflow: &[ClusterAffinity],
+    ) -> Result<Assignment, FitError> {
         let p = self.placement;
-        let (feasible, diagnosis) =
-            filter::filter(self.clusters, affinity, &p.cluster_tolerations, &p.spread_constraints, self.previous);
+        let strategy = Strategy::of(p);
+        let overflow = if matches!(strategy, Strategy::DynamicWeight | Strategy::Aggregated) { overflow } else { &[] };
+        let (feasible, diagnosis) = filter::filter(
+            self.clusters,
+            affinity,
+            overflow,
+            &p.cluster_tolerations,
+            &p.spread_constraints,
+            self.previous,
+        );
         if feasible.is_empty() {
             return Err(FitError::NoClusterFits(diagnosis));
         }
-        let strategy = Strategy::of(p);
-        let mut candidates: Vec<Candidate<'_>> = feasible.into_iter().map(|c| self.candidate(c)).collect();
+        let tier = |c: &Cluster| {
+            let inline = affinity.is_none_or(|a| filter::cluster_matches(a, c));
+            if inline {
+                0
+            } else {
+                1 + overflow.iter().position(|o| filter::cluster_matches(o, c)).unwrap_or(overflow.len())
+            }
+        };
+        let mut candidates: Vec<Candidate<'_>> = feasible.into_iter().map(|c| self.candidate(c, tier(c))).collect();
         spread::order(&mut candidates);
         let selected = if strategy == Strategy::StaticWeight {
             candidates
@@ -227,12 +250,12 @@ impl Run<'_> {
         Ok(self.finish(strategy, replicas))
     }
 
-    fn candidate<'c>(&self, cluster: &'c Cluster) -> Candidate<'c> {
+    fn candidate<'c>(&self, cluster: &'c Cluster, tier: usize) -> Candidate<'c> {
         let estimate = capacity::available_replicas(self.state.clusters.get(&cluster.name), &self.workload.requests);
         let allocatable = estimate.unwrap_or(self.workload.replicas);
         let assigned = self.previous.get(&cluster.name).copied().unwrap_or(0);
         let score = if self.previous.contains_key(&cluster.name) { 100 } else { 0 };
-        Candidate { cluster, score, available: allocatable + assigned, allocatable }
+        Candidate { cluster, tier, score, available: allocatable + assigned, allocatable }
     }
 
     fn assign(&self, strategy: Strategy, selected: &[Candidate<'_>]) -> Result<BTreeMap<String, i64>, FitError> {
@@ -251,6 +274,48 @@ impl Run<'_> {
             Strategy::DynamicWeight => dynamic(Dynamic::Weight),
             Strategy::Aggregated => dynamic(Dynamic::Aggregated),
         }
+    }
+
+    /// Dynamic division tier by tier (spec §1.3, overflowAffinities): each tier takes
+    /// what its clusters' available replicas allow of what is left, divided with the
+    /// normal strategy; replicas left after the last tier are unschedulable. Without
+    /// overflow there is one tier and this is plain dynamic division.
+    fn tiered(
+        &self,
+        kind: Dynamic,
+        selected: &[Candidate<'_>],
+        tie: TieBreak,
+    ) -> Result<BTreeMap<String, i64>, FitError> {
+        let last_tier = selected.iter().map(|c| c.tier).max().unwrap_or(0);
+        let mut remaining = self.workload.replicas;
+        let mut result = BTreeMap::new();
+        for tier in 0..=last_tier {
+            let members: Vec<&Candidate<'_>> = selected.iter().filter(|c| c.tier == tier).collect();
+            let capacity: i64 = members.iter().map(|c| c.available).sum();
+            let take = if tier == last_tier { remaining } else { remaining.min(capacity) };
+            if take == 0 || members.is_empty() {
+                continue;
+            }
+            let candidates: Vec<(String, i64)> =
+                members.iter().map(|c| (c.cluster.name.clone(), c.allocatable)).collect();
+            let previous: BTreeMap<String, i64> = self
+                .previous
+                .iter()
+                .filter(|(n, _)| members.iter().any(|c| &c.cluster.name == *n))
+                .map(|(n, r)| (n.clone(), *r))
+                .collect();
+            let part = divide::dynamic(DynamicInput {
+                kind,
+                replicas: take,
+                candidates: &candidates,
+                previous: &previous,
+                tie,
+            })
+            .map_err(|e| FitError::Insufficient { available: e.available, needed: e.needed })?;
+            remaining -= take;
+            result.extend(part);
+        }
+        Ok(result)
     }
 
     /// Each cluster's weight is the maximum over the static rules that match it.

@@ -10,6 +10,8 @@ use crate::model::policy::{SpreadConstraint, SpreadField};
 pub struct Candidate<'a> {
     /// The cluster.
     pub cluster: &'a Cluster,
+    /// Overflow tier: 0 for the affinity itself, i + 1 for `overflowAffinities[i]`.
+    pub tier: usize,
     /// ClusterLocality: 100 if it already holds the workload, else 0.
     pub score: i64,
     /// Free capacity plus replicas already assigned here (AvailableReplicas).
@@ -18,10 +20,14 @@ pub struct Candidate<'a> {
     pub allocatable: i64,
 }
 
-/// Karmada's candidate order: score desc, available desc, name asc.
+/// Karmada's candidate order: overflow tier asc, score desc, available desc, name asc.
 pub fn order(candidates: &mut [Candidate<'_>]) {
     candidates.sort_by(|a, b| {
-        b.score.cmp(&a.score).then(b.available.cmp(&a.available)).then_with(|| a.cluster.name.cmp(&b.cluster.name))
+        a.tier
+            .cmp(&b.tier)
+            .then(b.score.cmp(&a.score))
+            .then(b.available.cmp(&a.available))
+            .then_with(|| a.cluster.name.cmp(&b.cluster.name))
     });
 }
 
