@@ -262,12 +262,7 @@ impl Run<'_> {
         let tie = TieBreak::from_uid(self.template.uid());
         let replicas = self.workload.replicas;
         let names = || selected.iter().map(|c| c.cluster.name.as_str());
-        let dynamic = |kind| {
-            let candidates: Vec<(String, i64)> =
-                selected.iter().map(|c| (c.cluster.name.clone(), c.allocatable)).collect();
-            divide::dynamic(DynamicInput { kind, replicas, candidates: &candidates, previous: self.previous, tie })
-                .map_err(|e| FitError::Insufficient { available: e.available, needed: e.needed })
-        };
+        let dynamic = |kind| self.tiered(kind, selected, tie);
         match strategy {
             Strategy::Duplicated => Ok(divide::duplicated(names(), replicas)),
             Strategy::StaticWeight => Ok(divide::static_weights(replicas, &self.static_weights(selected), tie)),
