@@ -28,6 +28,16 @@ fn render_case(case: &str) -> String {
     }
     let plan = flotilla_core::plan(&files, &state, &Limits::default()).unwrap_or_else(|e| panic!("{case}: {e}"));
     let mut out = flotilla_core::yaml::to_string(&plan.view(&[])).unwrap();
+    let suspended: Vec<String> = plan
+        .clusters
+        .iter()
+        .flat_map(|(c, items)| items.iter().filter(|r| r.suspended).map(move |r| (c, r)))
+        .map(|(c, r)| format!("#   {} in {c}\n", plan.loaded.templates[r.template].key))
+        .collect();
+    if !suspended.is_empty() {
+        out.push_str("# suspended:\n");
+        out.extend(suspended);
+    }
     if !plan.unclaimed.is_empty() {
         out.push_str("# unclaimed:\n");
         for key in &plan.unclaimed {
@@ -70,8 +80,13 @@ fn problems() {
 }
 
 #[test]
+fn precedence() {
+    snapshot("precedence");
+}
+
+#[test]
 fn rendering_is_deterministic() {
-    for case in ["placement", "divided", "overrides", "dependencies", "problems"] {
+    for case in ["placement", "divided", "overrides", "dependencies", "problems", "precedence"] {
         assert_eq!(render_case(case), render_case(case), "{case}");
     }
 }

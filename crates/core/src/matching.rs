@@ -104,36 +104,77 @@ pub fn best_policy<'a>(
         .map(|(i, _, _)| i)
 }
 
+/// Policies indexed by where they can match: a policy's scope (its namespace, or `None`
+/// for a cluster-scoped policy) and the apiVersion/kind its selectors name. A template
+/// is then compared only with the policies that could select it, which keeps matching
+/// linear in the number of templates.
+#[derive(Debug, Default)]
+pub struct PolicyIndex<'a> {
+    by_kind: BTreeMap<(Option<&'a str>, &'a str, &'a str), Vec<usize>>,
+    /// Policies without selectors (override policies: everything in scope).
+    everything: BTreeMap<Option<&'a str>, Vec<usize>>,
+}
+
+impl<'a> PolicyIndex<'a> {
+    /// Indexes `(policy index, scope, selectors)` triples.
+    pub fn new(policies: impl IntoIterator<Item = (usize, Option<&'a str>, &'a [ResourceSelector])>) -> Self {
+        let mut index = Self::default();
+        for (i, scope, selectors) in policies {
+            if selectors.is_empty() {
+                index.everything.entry(scope).or_default().push(i);
+            }
+            for s in selectors {
+                let entry = index.by_kind.entry((scope, s.api_version.as_str(), s.kind.as_str())).or_default();
+                if entry.last() != Some(&i) {
+                    entry.push(i);
+                }
+            }
+        }
+        index
+    }
+
+    /// Policies of `scope` that may select a template with this key, ascending.
+    pub fn candidates(&self, scope: Option<&str>, key: &ObjectKey) -> Vec<usize> {
+        let keyed = self.by_kind.get(&(scope, key.api_version.as_str(), key.kind.as_str()));
+        let all = self.everything.get(&scope);
+        let mut out: Vec<usize> = keyed.into_iter().chain(all).flatten().copied().collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
 /// Binds every claimable template to its policy. Unclaimed templates are returned
 /// separately so callers can warn about them.
 pub fn bind(loaded: &Loaded) -> (Vec<Binding>, Vec<usize>) {
+    let index = PolicyIndex::new(
+        loaded
+            .propagation_policies
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i, p.namespace.as_deref(), p.spec.resource_selectors.as_slice())),
+    );
     let mut bindings = Vec::new();
     let mut unclaimed = Vec::new();
-    for (index, template) in loaded.templates.iter().enumerate() {
+    for (i, template) in loaded.templates.iter().enumerate() {
         if !claimable(template) {
             continue;
         }
-        match claim(loaded, template) {
-            Some(claim) => bindings.push(Binding { template: index, claim }),
-            None => unclaimed.push(index),
+        match claim(loaded, &index, template) {
+            Some(claim) => bindings.push(Binding { template: i, claim }),
+            None => unclaimed.push(i),
         }
     }
     (bindings, unclaimed)
 }
 
-fn claim(loaded: &Loaded, template: &Template) -> Option<Claim> {
+fn claim(loaded: &Loaded, index: &PolicyIndex<'_>, template: &Template) -> Option<Claim> {
     if template.key.api_version == "v1" && template.key.kind == "Namespace" {
         return namespace_synced(template).then_some(Claim::NamespaceSync);
     }
     let policies = &loaded.propagation_policies;
-    let pick = |namespaced: bool| {
-        let indices: Vec<usize> = (0..policies.len())
-            .filter(|&i| match (&policies[i].namespace, namespaced) {
-                (Some(ns), true) => template.key.namespace.as_ref() == Some(ns),
-                (None, false) => !template.key.namespace.as_deref().is_some_and(reserved_namespace),
-                _ => false,
-            })
-            .collect();
+    let pick = |scope: Option<&str>| {
+        let indices = index.candidates(scope, &template.key);
         let candidates = indices.iter().map(|&i| Candidate {
             name: &policies[i].name,
             priority: policies[i].spec.priority,
@@ -141,8 +182,11 @@ fn claim(loaded: &Loaded, template: &Template) -> Option<Claim> {
         });
         best_policy(candidates, &template.key, &template.labels).map(|winner| indices[winner])
     };
-    let namespaced = template.key.namespace.is_some().then(|| pick(true)).flatten();
-    namespaced.or_else(|| pick(false)).map(Claim::Policy)
+    let namespaced = template.key.namespace.as_deref().and_then(|ns| pick(Some(ns)));
+    let cluster_wide = || {
+        if template.key.namespace.as_deref().is_some_and(reserved_namespace) { None } else { pick(None) }
+    };
+    namespaced.or_else(cluster_wide).map(Claim::Policy)
 }
 
 /// Templates that policies never claim: derived objects, objects handed to another

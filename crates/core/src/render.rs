@@ -58,35 +58,40 @@ pub fn render(
         }
     }
     attach_dependencies(&loaded, &mut targets);
-    let pending: Vec<(String, Rendered)> = targets
-        .iter()
-        .flat_map(|(&template, target)| {
+    let by_name: BTreeMap<&str, &crate::model::Cluster> =
+        loaded.clusters.iter().map(|c| (c.name.as_str(), c)).collect();
+    let index = overrides::index(&loaded);
+    // Override rules are resolved per template once and per cluster by target; they are
+    // trial-applied here so a failing override is a problem now rather than an error
+    // while writing the output.
+    let results: Vec<Result<(String, Rendered), Box<Problem>>> = targets
+        .par_iter()
+        .flat_map_iter(|(&template, target)| {
+            let t = &loaded.templates[template];
+            let policies = overrides::ordered_policies(&loaded, &index, t);
+            let (loaded, by_name) = (&loaded, &by_name);
             target.clusters.iter().map(move |(cluster, replicas)| {
                 let rendered = Rendered {
                     template,
                     replicas: *replicas,
                     completions: target.completions.get(cluster).copied(),
-                    overrides: Vec::new(),
+                    overrides: overrides::rules_for(loaded, &policies, by_name[cluster.as_str()]),
                     source: target.source,
                     suspended: target.all_suspended || target.suspended.contains(cluster),
                 };
-                (cluster.clone(), rendered)
+                match rendered.overrides.is_empty() {
+                    true => Ok((cluster.clone(), rendered)),
+                    false => match materialize(loaded, &rendered) {
+                        Ok(_) => Ok((cluster.clone(), rendered)),
+                        Err(e) => Err(Box::new(problem(
+                            t,
+                            Some(cluster.clone()),
+                            ProblemReason::OverrideFailed,
+                            error_chain(&e),
+                        ))),
+                    },
+                }
             })
-        })
-        .collect();
-    let by_name: BTreeMap<&str, &crate::model::Cluster> =
-        loaded.clusters.iter().map(|c| (c.name.as_str(), c)).collect();
-    // Overrides are resolved and trial-applied here, so an override that fails is a
-    // problem now rather than an error while writing the output.
-    let results: Vec<Result<(String, Rendered), Box<Problem>>> = pending
-        .into_par_iter()
-        .map(|(cluster, mut rendered)| {
-            let t = &loaded.templates[rendered.template];
-            rendered.overrides = overrides::matching(&loaded, t, by_name[cluster.as_str()]);
-            match materialize(&loaded, &rendered) {
-                Ok(_) => Ok((cluster, rendered)),
-                Err(e) => Err(Box::new(problem(t, Some(cluster), ProblemReason::OverrideFailed, error_chain(&e)))),
-            }
         })
         .collect();
     let mut clusters: BTreeMap<String, Vec<Rendered>> =
@@ -150,6 +155,12 @@ fn target(loaded: &Loaded, binding: Binding, assignment: Assignment) -> Target {
 /// of their own; they carry no replica counts.
 fn attach_dependencies(loaded: &Loaded, targets: &mut BTreeMap<usize, Target>) {
     let index: BTreeMap<&ObjectKey, usize> = loaded.templates.iter().enumerate().map(|(i, t)| (&t.key, i)).collect();
+    let mut derived: BTreeMap<&ObjectKey, Vec<&ObjectKey>> = BTreeMap::new();
+    for t in &loaded.templates {
+        if let Some(source) = &t.derived_from {
+            derived.entry(source).or_default().push(&t.key);
+        }
+    }
     let mut extra: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
     for (&parent, target) in targets.iter() {
         let template = &loaded.templates[parent];

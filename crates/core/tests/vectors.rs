@@ -167,17 +167,21 @@ fn strategy(input: &Value) -> Dynamic {
     if input["strategy"] == "Aggregated" { Dynamic::Aggregated } else { Dynamic::Weight }
 }
 
+/// Runs dynamic division with the vector's strategy and name-ascending ties.
+fn run_dynamic(
+    input: &Value,
+    replicas: &Value,
+    candidates: &[(String, i64)],
+    previous: &BTreeMap<String, i64>,
+) -> Result<BTreeMap<String, i64>, divide::Insufficient> {
+    let kind = strategy(input);
+    divide::dynamic(DynamicInput { kind, replicas: from(replicas), candidates, previous, tie: TieBreak::NameAscending })
+}
+
 fn dynamic_divide(id: &str) {
     let (input, expected) = vector(id);
     let candidates: Vec<(String, i64)> = from(&input["available"]);
-    let previous = BTreeMap::new();
-    let got = divide::dynamic(DynamicInput {
-        kind: strategy(input),
-        replicas: from(&input["target_replicas"]),
-        candidates: &candidates,
-        previous: &previous,
-        tie: TieBreak::NameAscending,
-    });
+    let got = run_dynamic(input, &input["target_replicas"], &candidates, &BTreeMap::new());
     assert_eq!(got.unwrap(), counts(expected));
 }
 
@@ -204,13 +208,7 @@ fn dynamic_scale(id: &str) {
         .collect();
     spread::order(&mut ordered);
     let candidates: Vec<(String, i64)> = ordered.iter().map(|c| (c.cluster.name.clone(), c.allocatable)).collect();
-    let got = divide::dynamic(DynamicInput {
-        kind: strategy(input),
-        replicas: from(&input["replicas"]),
-        candidates: &candidates,
-        previous: &previous,
-        tie: TieBreak::NameAscending,
-    });
+    let got = run_dynamic(input, &input["replicas"], &candidates, &previous);
     match expected.get("error") {
         Some(_) => assert!(got.is_err(), "expected unschedulable, got {got:?}"),
         None => assert_eq!(got.unwrap(), counts(expected)),

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::matching::{MatchLevel, policy_level};
+use crate::matching::{MatchLevel, PolicyIndex, policy_level};
 use crate::model::policy::{CommandArgsOverrider, FieldOverrider, MapOverrider, Operator, OverrideRule, Overriders};
 use crate::model::{Cluster, Loaded, Named, OverrideSpec, Template};
 use crate::schedule::filter::cluster_matches;
@@ -86,8 +86,20 @@ fn describe(policy: &Named<OverrideSpec>) -> String {
     policy.describe("OverridePolicy", "ClusterOverridePolicy")
 }
 
-/// The rules that apply to `template` in `cluster`, in application order.
-pub fn matching(loaded: &Loaded, template: &Template, cluster: &Cluster) -> Vec<RuleRef> {
+/// Indexes override policies by scope and selected kind (see [`PolicyIndex`]).
+pub fn index(loaded: &Loaded) -> PolicyIndex<'_> {
+    PolicyIndex::new(
+        loaded
+            .override_policies
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i, p.namespace.as_deref(), p.spec.resource_selectors.as_slice())),
+    )
+}
+
+/// The policies that apply to `template`, in application order: cluster-scoped first,
+/// then its namespace's; each group by match level, then name.
+pub fn ordered_policies(loaded: &Loaded, index: &PolicyIndex<'_>, template: &Template) -> Vec<usize> {
     let level = |p: &Named<OverrideSpec>| {
         if p.spec.resource_selectors.is_empty() {
             MatchLevel::All
@@ -95,25 +107,25 @@ pub fn matching(loaded: &Loaded, template: &Template, cluster: &Cluster) -> Vec<
             policy_level(&p.spec.resource_selectors, &template.key, &template.labels)
         }
     };
-    let group = |namespaced: bool| {
-        let mut policies: Vec<(MatchLevel, &str, usize)> = loaded
-            .override_policies
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| match (&p.namespace, namespaced) {
-                (None, false) => true,
-                (Some(ns), true) => template.key.namespace.as_ref() == Some(ns),
-                _ => false,
-            })
-            .map(|(i, p)| (level(p), p.name.as_str(), i))
+    let group = |scope: Option<&str>| {
+        let mut policies: Vec<(MatchLevel, &str, usize)> = index
+            .candidates(scope, &template.key)
+            .into_iter()
+            .map(|i| (level(&loaded.override_policies[i]), loaded.override_policies[i].name.as_str(), i))
             .filter(|(level, _, _)| *level != MatchLevel::Mismatch)
             .collect();
         policies.sort();
         policies.into_iter().map(|(_, _, i)| i)
     };
-    group(false)
-        .chain(group(true))
-        .flat_map(|policy| {
+    let namespaced = template.key.namespace.as_deref().map(|ns| group(Some(ns)));
+    group(None).chain(namespaced.into_iter().flatten()).collect()
+}
+
+/// The rules of `policies` (from [`ordered_policies`]) that target `cluster`, in order.
+pub fn rules_for(loaded: &Loaded, policies: &[usize], cluster: &Cluster) -> Vec<RuleRef> {
+    policies
+        .iter()
+        .flat_map(|&policy| {
             let rules = &loaded.override_policies[policy].spec.override_rules;
             rules
                 .iter()
@@ -122,6 +134,11 @@ pub fn matching(loaded: &Loaded, template: &Template, cluster: &Cluster) -> Vec<
                 .map(move |(rule, _)| RuleRef { policy, rule })
         })
         .collect()
+}
+
+/// The rules that apply to `template` in `cluster`, in application order.
+pub fn matching(loaded: &Loaded, template: &Template, cluster: &Cluster) -> Vec<RuleRef> {
+    rules_for(loaded, &ordered_policies(loaded, &index(loaded), template), cluster)
 }
 
 /// Applies the rules to `object` in order.
