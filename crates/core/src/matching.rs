@@ -104,27 +104,41 @@ pub fn best_policy<'a>(
         .map(|(i, _, _)| i)
 }
 
-/// Policies indexed by where they can match: a policy's scope (its namespace, or `None`
-/// for a cluster-scoped policy) and the apiVersion/kind its selectors name. A template
-/// is then compared only with the policies that could select it, which keeps matching
-/// linear in the number of templates.
+/// Policies indexed by what their selectors require, so a template is compared only
+/// with policies that could select it, which keeps matching linear in the number of
+/// templates. Every selector is filed under its scope (the policy's namespace, or `None`
+/// for a cluster-scoped policy), apiVersion and kind, and further by what it requires:
+/// a `name`, else one `matchLabels` pair (a necessary condition), else nothing.
 #[derive(Debug, Default)]
 pub struct PolicyIndex<'a> {
-    by_kind: BTreeMap<(Option<&'a str>, &'a str, &'a str), Vec<usize>>,
+    by_name: BTreeMap<(Scope<'a>, &'a str, &'a str, &'a str), Vec<usize>>,
+    by_label: BTreeMap<(Scope<'a>, &'a str, &'a str, &'a str, &'a str), Vec<usize>>,
+    by_kind: BTreeMap<(Scope<'a>, &'a str, &'a str), Vec<usize>>,
     /// Policies without selectors (override policies: everything in scope).
-    everything: BTreeMap<Option<&'a str>, Vec<usize>>,
+    everything: BTreeMap<Scope<'a>, Vec<usize>>,
 }
+
+/// A policy's namespace, or `None` for cluster-scoped policies.
+type Scope<'a> = Option<&'a str>;
 
 impl<'a> PolicyIndex<'a> {
     /// Indexes `(policy index, scope, selectors)` triples.
-    pub fn new(policies: impl IntoIterator<Item = (usize, Option<&'a str>, &'a [ResourceSelector])>) -> Self {
+    pub fn new(policies: impl IntoIterator<Item = (usize, Scope<'a>, &'a [ResourceSelector])>) -> Self {
         let mut index = Self::default();
         for (i, scope, selectors) in policies {
             if selectors.is_empty() {
                 index.everything.entry(scope).or_default().push(i);
             }
             for s in selectors {
-                let entry = index.by_kind.entry((scope, s.api_version.as_str(), s.kind.as_str())).or_default();
+                let (api, kind) = (s.api_version.as_str(), s.kind.as_str());
+                let first_label = s.label_selector.as_ref().and_then(|l| l.match_labels.iter().next());
+                let entry = match (&s.name, first_label) {
+                    (Some(name), _) => index.by_name.entry((scope, api, kind, name.as_str())).or_default(),
+                    (None, Some((k, v))) => {
+                        index.by_label.entry((scope, api, kind, k.as_str(), v.as_str())).or_default()
+                    }
+                    (None, None) => index.by_kind.entry((scope, api, kind)).or_default(),
+                };
                 if entry.last() != Some(&i) {
                     entry.push(i);
                 }
@@ -133,11 +147,16 @@ impl<'a> PolicyIndex<'a> {
         index
     }
 
-    /// Policies of `scope` that may select a template with this key, ascending.
-    pub fn candidates(&self, scope: Option<&str>, key: &ObjectKey) -> Vec<usize> {
-        let keyed = self.by_kind.get(&(scope, key.api_version.as_str(), key.kind.as_str()));
-        let all = self.everything.get(&scope);
-        let mut out: Vec<usize> = keyed.into_iter().chain(all).flatten().copied().collect();
+    /// Policies of `scope` that may select this template, ascending.
+    pub fn candidates(&self, scope: Scope<'_>, key: &ObjectKey, labels: &BTreeMap<String, String>) -> Vec<usize> {
+        let (api, kind) = (key.api_version.as_str(), key.kind.as_str());
+        let mut out: Vec<usize> = Vec::new();
+        out.extend(self.by_name.get(&(scope, api, kind, key.name.as_str())).into_iter().flatten());
+        out.extend(self.by_kind.get(&(scope, api, kind)).into_iter().flatten());
+        out.extend(self.everything.get(&scope).into_iter().flatten());
+        for (k, v) in labels {
+            out.extend(self.by_label.get(&(scope, api, kind, k.as_str(), v.as_str())).into_iter().flatten());
+        }
         out.sort_unstable();
         out.dedup();
         out
@@ -174,7 +193,7 @@ fn claim(loaded: &Loaded, index: &PolicyIndex<'_>, template: &Template) -> Optio
     }
     let policies = &loaded.propagation_policies;
     let pick = |scope: Option<&str>| {
-        let indices = index.candidates(scope, &template.key);
+        let indices = index.candidates(scope, &template.key, &template.labels);
         let candidates = indices.iter().map(|&i| Candidate {
             name: &policies[i].name,
             priority: policies[i].spec.priority,

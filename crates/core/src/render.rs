@@ -168,9 +168,7 @@ fn attach_dependencies(loaded: &Loaded, targets: &mut BTreeMap<usize, Target>) {
             matches!(target.source, Source::Policy(p) if loaded.propagation_policies[p].spec.propagate_deps);
         let mut deps: BTreeSet<ObjectKey> =
             if propagate { dependencies::referenced(template) } else { BTreeSet::new() };
-        deps.extend(
-            loaded.templates.iter().filter(|t| t.derived_from.as_ref() == Some(&template.key)).map(|t| t.key.clone()),
-        );
+        deps.extend(derived.get(&template.key).into_iter().flatten().map(|k| (*k).clone()));
         for dep in deps.iter().filter_map(|k| index.get(k)) {
             extra.entry(*dep).or_default().extend(target.clusters.keys().cloned());
         }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Sizes named in docs/performance.md.
+#[allow(dead_code)] // used by the bench and generate-repo, not stage-times
 pub const SIZES: [(&str, usize, usize); 3] = [("S", 300, 3), ("M", 5_000, 20), ("L", 50_000, 100)];
 
 const NAMESPACES: usize = 10;

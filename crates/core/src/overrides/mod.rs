@@ -109,7 +109,7 @@ pub fn ordered_policies(loaded: &Loaded, index: &PolicyIndex<'_>, template: &Tem
     };
     let group = |scope: Option<&str>| {
         let mut policies: Vec<(MatchLevel, &str, usize)> = index
-            .candidates(scope, &template.key)
+            .candidates(scope, &template.key, &template.labels)
             .into_iter()
             .map(|i| (level(&loaded.override_policies[i]), loaded.override_policies[i].name.as_str(), i))
             .filter(|(level, _, _)| *level != MatchLevel::Mismatch)

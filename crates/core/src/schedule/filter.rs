@@ -135,7 +135,8 @@ impl fmt::Display for Diagnosis {
 
 /// Filters `clusters` for one affinity (or any of its overflow affinities). Clusters
 /// already holding the workload (`previous`) bypass the taint filter, as in Karmada, so
-/// a new NoSchedule taint never evicts.
+/// a new NoSchedule taint never evicts. When nothing fits, the error says why for each
+/// cluster; that diagnosis is only built on failure, since most placements succeed.
 pub fn filter<'a>(
     clusters: &'a [Cluster],
     affinity: Option<&ClusterAffinity>,
@@ -143,18 +144,14 @@ pub fn filter<'a>(
     tolerations: &[Toleration],
     spread: &[SpreadConstraint],
     previous: &BTreeMap<String, i64>,
-) -> (Vec<&'a Cluster>, Diagnosis) {
-    let mut diagnosis = Diagnosis { total: clusters.len(), ..Diagnosis::default() };
-    let mut feasible = Vec::new();
-    for cluster in clusters {
-        match unfit(cluster, affinity, overflow, tolerations, spread, previous.contains_key(&cluster.name)) {
-            Some(reason) => {
-                diagnosis.unfit.insert(cluster.name.clone(), reason);
-            }
-            None => feasible.push(cluster),
-        }
+) -> Result<Vec<&'a Cluster>, Diagnosis> {
+    let unfit_reason = |c: &Cluster| unfit(c, affinity, overflow, tolerations, spread, previous.contains_key(&c.name));
+    let feasible: Vec<&Cluster> = clusters.iter().filter(|c| unfit_reason(c).is_none()).collect();
+    if !feasible.is_empty() {
+        return Ok(feasible);
     }
-    (feasible, diagnosis)
+    let unfit = clusters.iter().filter_map(|c| unfit_reason(c).map(|r| (c.name.clone(), r))).collect();
+    Err(Diagnosis { total: clusters.len(), unfit })
 }
 
 fn unfit(

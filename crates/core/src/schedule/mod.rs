@@ -212,17 +212,15 @@ impl Run<'_> {
         let p = self.placement;
         let strategy = Strategy::of(p);
         let overflow = if matches!(strategy, Strategy::DynamicWeight | Strategy::Aggregated) { overflow } else { &[] };
-        let (feasible, diagnosis) = filter::filter(
+        let feasible = filter::filter(
             self.clusters,
             affinity,
             overflow,
             &p.cluster_tolerations,
             &p.spread_constraints,
             self.previous,
-        );
-        if feasible.is_empty() {
-            return Err(FitError::NoClusterFits(diagnosis));
-        }
+        )
+        .map_err(FitError::NoClusterFits)?;
         let tier = |c: &Cluster| {
             let inline = affinity.is_none_or(|a| filter::cluster_matches(a, c));
             if inline {
