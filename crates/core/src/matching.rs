@@ -17,6 +17,8 @@
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
+use rayon::prelude::*;
+
 use crate::model::policy::ResourceSelector;
 use crate::model::{Loaded, ObjectKey, Template};
 
@@ -173,15 +175,19 @@ pub fn bind(loaded: &Loaded) -> (Vec<Binding>, Vec<usize>) {
             .enumerate()
             .map(|(i, p)| (i, p.namespace.as_deref(), p.spec.resource_selectors.as_slice())),
     );
+    let claims: Vec<(usize, Option<Claim>)> = loaded
+        .templates
+        .par_iter()
+        .enumerate()
+        .filter(|(_, template)| claimable(template))
+        .map(|(i, template)| (i, claim(loaded, &index, template)))
+        .collect();
     let mut bindings = Vec::new();
     let mut unclaimed = Vec::new();
-    for (i, template) in loaded.templates.iter().enumerate() {
-        if !claimable(template) {
-            continue;
-        }
-        match claim(loaded, &index, template) {
-            Some(claim) => bindings.push(Binding { template: i, claim }),
-            None => unclaimed.push(i),
+    for (template, claim) in claims {
+        match claim {
+            Some(claim) => bindings.push(Binding { template, claim }),
+            None => unclaimed.push(template),
         }
     }
     (bindings, unclaimed)

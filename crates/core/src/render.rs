@@ -254,7 +254,7 @@ fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: So
     labels.insert(MANAGED_LABEL.into(), "true".into());
     let annotations = object_map(metadata, "annotations");
     annotations.insert(POLICY_ANNOTATION.into(), policy.into());
-    annotations.insert(SOURCE_ANNOTATION.into(), template.origin.file.clone().into());
+    annotations.insert(SOURCE_ANNOTATION.into(), template.origin.file.to_string().into());
     annotations.insert(CONFLICT_ANNOTATION.into(), resolution.into());
     if preserve {
         annotations.insert(PRESERVE_ANNOTATION.into(), "true".into());

@@ -10,6 +10,7 @@ mod split;
 mod validate;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -143,7 +144,7 @@ pub fn parse_only(files: &RepoFiles, limits: &Limits) -> Result<usize, LoadError
     Ok(parsed?.len())
 }
 
-fn split_files<'a>(files: &'a RepoFiles, limits: &Limits) -> Result<Vec<(&'a str, Chunk<'a>)>, LoadError> {
+fn split_files<'a>(files: &'a RepoFiles, limits: &Limits) -> Result<Vec<(Arc<str>, Chunk<'a>)>, LoadError> {
     let mut total = 0usize;
     let mut out = Vec::new();
     for (path, bytes) in files.files.iter().filter(|(p, _)| RepoFiles::is_manifest_path(p)) {
@@ -164,7 +165,8 @@ fn split_files<'a>(files: &'a RepoFiles, limits: &Limits) -> Result<Vec<(&'a str
         if chunks.len() > limits.max_documents_per_file {
             return Err(LoadError::TooManyDocuments { file: path.clone(), limit: limits.max_documents_per_file });
         }
-        out.extend(chunks.into_iter().map(|c| (path.as_str(), c)));
+        let shared: Arc<str> = Arc::from(path.as_str());
+        out.extend(chunks.into_iter().map(|c| (shared.clone(), c)));
     }
     Ok(out)
 }
@@ -199,8 +201,9 @@ fn parse_as<T: DeserializeOwned>(file: &str, chunk: &Chunk<'_>, limits: &Limits)
     serde_saphyr::from_str_with_options(chunk.text, parse_options(limits)).map_err(|e| parse_error(file, chunk, &e))
 }
 
-fn parse_document(file: &str, chunk: &Chunk<'_>, limits: &Limits) -> Result<Vec<(Origin, Parsed)>, LoadError> {
-    let origin = Origin { file: file.to_owned(), document: chunk.document, line: chunk.line };
+fn parse_document(shared: &Arc<str>, chunk: &Chunk<'_>, limits: &Limits) -> Result<Vec<(Origin, Parsed)>, LoadError> {
+    let file: &str = shared;
+    let origin = Origin { file: shared.clone(), document: chunk.document, line: chunk.line };
     if chunk.text.len() > limits.max_document_bytes {
         return Err(LoadError::DocumentTooLarge { origin, size: chunk.text.len(), limit: limits.max_document_bytes });
     }

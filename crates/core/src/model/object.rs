@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -40,8 +41,8 @@ impl fmt::Display for ObjectKey {
 /// Where a document came from: repo-relative file, 1-based document index and start line.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Origin {
-    /// Repo-relative path with `/` separators.
-    pub file: String,
+    /// Repo-relative path with `/` separators, shared by every document of the file.
+    pub file: Arc<str>,
     /// 1-based index of the document within the file.
     pub document: usize,
     /// 1-based line where the document starts.
