@@ -99,8 +99,10 @@ spawn etcd "$bin/etcd" --name flotilla-etcd --data-dir "$state/etcd" \
 wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_client/health"
 
 # --- PKI --------------------------------------------------------------------------
-# pki DIR: a CA, a serving certificate for 127.0.0.1/localhost, an admin client
-# certificate (CN=admin, O=system:masters) and a service-account key pair.
+# pki DIR: a CA, a serving certificate for 127.0.0.1/localhost, client certificates
+# (O=system:masters) for the admin user and, under their own user names so audit logs
+# tell them apart, the controller-manager, the scheduler and kwok; and a
+# service-account key pair.
 pki() {
   local d=$1
   mkdir -p "$d"
@@ -112,10 +114,13 @@ pki() {
     openssl req -new -key serving.key -subj "/CN=kube-apiserver" -out serving.csr 2>/dev/null
     printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' >serving.ext
     openssl x509 -req -in serving.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile serving.ext -out serving.crt 2>/dev/null
-    openssl ecparam -name prime256v1 -genkey -noout -out admin.key 2>/dev/null
-    openssl req -new -key admin.key -subj "/O=system:masters/CN=admin" -out admin.csr 2>/dev/null
-    printf 'extendedKeyUsage=clientAuth\n' >admin.ext
-    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile admin.ext -out admin.crt 2>/dev/null
+    printf 'extendedKeyUsage=clientAuth\n' >client.ext
+    for user in admin:admin controller-manager:system:kube-controller-manager scheduler:system:kube-scheduler kwok:kwok; do
+      file=${user%%:*} cn=${user#*:}
+      openssl ecparam -name prime256v1 -genkey -noout -out "$file.key" 2>/dev/null
+      openssl req -new -key "$file.key" -subj "/O=system:masters/CN=$cn" -out "$file.csr" 2>/dev/null
+      openssl x509 -req -in "$file.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile client.ext -out "$file.crt" 2>/dev/null
+    done
     openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out sa.key
     openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
     chmod 600 ./*.key
@@ -124,9 +129,10 @@ pki() {
 
 b64() { base64 -w0 <"$1"; }
 
-# kubeconfig_entry NAME PORT DIR: cluster, user and context YAML fragments.
+# write_kubeconfig OUT I...: a kubeconfig with the admin user of members I...;
+# USER=<cert> picks another client certificate (single member).
 write_kubeconfig() {
-  local out=$1; shift
+  local out=$1 cert=${USER_CERT:-admin}; shift
   {
     echo "apiVersion: v1"
     echo "kind: Config"
@@ -141,8 +147,8 @@ write_kubeconfig() {
     for i in "$@"; do
       echo "- name: member$i-admin"
       echo "  user:"
-      echo "    client-certificate-data: $(b64 "$state/member$i/pki/admin.crt")"
-      echo "    client-key-data: $(b64 "$state/member$i/pki/admin.key")"
+      echo "    client-certificate-data: $(b64 "$state/member$i/pki/$cert.crt")"
+      echo "    client-key-data: $(b64 "$state/member$i/pki/$cert.key")"
     done
     echo "contexts:"
     for i in "$@"; do
@@ -180,7 +186,9 @@ for i in $(seq 1 "$n"); do
     --disable-admission-plugins ServiceAccount --allow-privileged=true \
     --endpoint-reconciler-type none --profiling=false \
     --audit-log-path "$d/audit.log" --audit-policy-file "$here/audit-policy.yaml" --audit-log-maxsize 100
-  write_kubeconfig "$d/admin.kubeconfig" "$i"
+  for cert in admin controller-manager scheduler kwok; do
+    USER_CERT=$cert write_kubeconfig "$d/$cert.kubeconfig" "$i"
+  done
 done
 for i in $(seq 1 "$n"); do
   wait_for "member$i API server" 90 api "$i" GET /readyz
@@ -201,15 +209,15 @@ done >"$state/kwok-stages.yaml"
 for i in $(seq 1 "$n"); do
   d="$state/member$i"
   spawn "member$i-controller-manager" "$bin/kube-controller-manager" \
-    --kubeconfig "$d/admin.kubeconfig" --authentication-kubeconfig "$d/admin.kubeconfig" \
-    --authorization-kubeconfig "$d/admin.kubeconfig" --leader-elect=false --secure-port 0 \
+    --kubeconfig "$d/controller-manager.kubeconfig" --authentication-kubeconfig "$d/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$d/controller-manager.kubeconfig" --leader-elect=false --secure-port 0 \
     --service-account-private-key-file "$d/pki/sa.key" --root-ca-file "$d/pki/ca.crt" \
     --use-service-account-credentials=false --cluster-name "member$i" \
     --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller,-persistentvolume-attach-detach-controller'
   spawn "member$i-scheduler" "$bin/kube-scheduler" \
-    --kubeconfig "$d/admin.kubeconfig" --authentication-kubeconfig "$d/admin.kubeconfig" \
-    --authorization-kubeconfig "$d/admin.kubeconfig" --leader-elect=false --secure-port 0
-  spawn "member$i-kwok" "$bin/kwok" --kubeconfig "$d/admin.kubeconfig" --config "$state/kwok-stages.yaml" \
+    --kubeconfig "$d/scheduler.kubeconfig" --authentication-kubeconfig "$d/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$d/scheduler.kubeconfig" --leader-elect=false --secure-port 0
+  spawn "member$i-kwok" "$bin/kwok" --kubeconfig "$d/kwok.kubeconfig" --config "$state/kwok-stages.yaml" \
     --node-lease-duration-seconds 40 \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --cidr "10.$((100 + i)).0.0/16" --node-ip 127.0.0.1

@@ -9,7 +9,8 @@ use anyhow::{Context, bail};
 use flotilla_core::model::{ClusterState, Limits, Plan};
 use tracing::{info, warn};
 
-use crate::cli::{Cli, Command, Format, RenderArgs, SourceArgs};
+use crate::cli::{ApplyArgs, Cli, Command, Format, RenderArgs, SourceArgs};
+use crate::clusters;
 use crate::output;
 use crate::source;
 
@@ -37,6 +38,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Render(args) => render(args),
         Command::Validate(args) => validate(args),
+        Command::Apply(args) => apply(args),
     }
 }
 
@@ -102,4 +104,61 @@ fn validate(args: SourceArgs) -> anyhow::Result<Outcome> {
         "repository is valid"
     );
     Ok(report(&plan))
+}
+
+fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
+    // Rendering first: a repo that does not load changes nothing in any cluster.
+    let plan = plan(&args.source)?;
+    let kubeconfig = clusters::connect::read(&args.kubeconfig)?;
+    let names: Vec<String> = if args.clusters.is_empty() {
+        plan.loaded.clusters.iter().map(|c| c.name.clone()).collect()
+    } else {
+        if let Some(unknown) = args.clusters.iter().find(|c| !plan.clusters.contains_key(*c)) {
+            bail!("cluster {unknown} is not declared in the repository");
+        }
+        args.clusters.clone()
+    };
+    let options = clusters::Options {
+        instance: &args.instance,
+        trust: clusters::connect::Trust {
+            exec_plugins: args.allow_exec_plugins,
+            insecure_tls: args.allow_insecure_tls,
+        },
+        budget: flotilla_core::diff::PruneBudget { force: args.force_prune, ..Default::default() },
+        concurrency: args.concurrency,
+        request_timeout: std::time::Duration::from_secs(args.request_timeout),
+        cluster_timeout: std::time::Duration::from_secs(args.cluster_timeout),
+    };
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    let outcomes = runtime.block_on(clusters::reconcile_all(&plan, &kubeconfig, &names, options));
+    let mut outcome = report(&plan);
+    for (cluster, result) in outcomes {
+        match result {
+            Ok(r) => {
+                println!(
+                    "{cluster}: {} applied, {} unchanged, {} pruned, {} failed",
+                    r.applied.len(),
+                    r.unchanged,
+                    r.pruned.len(),
+                    r.failed.len()
+                );
+                for (key, why) in &r.failed {
+                    eprintln!("error: {cluster}: {key}: {why}");
+                }
+                if let Some(refused) = &r.prune_refused {
+                    eprintln!("warning: {cluster}: {refused}");
+                }
+                if !r.failed.is_empty() || r.prune_refused.is_some() {
+                    outcome = Outcome::Problems;
+                }
+            }
+            Err(e) => {
+                println!("{cluster}: failed");
+                eprintln!("error: {cluster}: {e}");
+                outcome = Outcome::Problems;
+            }
+        }
+    }
+    Ok(outcome)
 }

@@ -31,6 +31,44 @@ pub enum Command {
     Render(RenderArgs),
     /// Check that a repo loads and every template can be placed.
     Validate(SourceArgs),
+    /// Render, then reconcile every member cluster: server-side apply, prune, drift.
+    Apply(ApplyArgs),
+}
+
+/// `flotilla apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Kubeconfig with one context per member cluster, named after it.
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
+    pub kubeconfig: PathBuf,
+    /// Only these clusters (repeatable).
+    #[arg(long = "cluster", value_name = "NAME")]
+    pub clusters: Vec<String>,
+    /// Name of this flotilla instance: its inventory in each cluster, and the only
+    /// objects it will ever delete. Two repos applied to one cluster need two names.
+    #[arg(long, default_value = "default", value_parser = instance_name)]
+    pub instance: String,
+    /// Delete even when a render is empty or more than half of a cluster's inventory
+    /// would go.
+    #[arg(long)]
+    pub force_prune: bool,
+    /// Trust kubeconfig credential plugins (exec, auth-provider), which run programs.
+    #[arg(long)]
+    pub allow_exec_plugins: bool,
+    /// Trust kubeconfig clusters that skip TLS verification.
+    #[arg(long)]
+    pub allow_insecure_tls: bool,
+    /// Requests in flight per cluster.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Seconds before one request, or one whole cluster, gives up.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub request_timeout: u64,
+    /// Seconds one cluster may take in total.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub cluster_timeout: u64,
 }
 
 /// Where the repo comes from.
@@ -71,4 +109,14 @@ pub enum Format {
     Yaml,
     /// One JSON object: `{"revision", "clusters", "problems"}`.
     Json,
+}
+
+/// Instance names become part of a ConfigMap name: a DNS label of at most 40 characters.
+fn instance_name(value: &str) -> Result<String, String> {
+    let ok = !value.is_empty()
+        && value.len() <= 40
+        && value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !value.starts_with('-')
+        && !value.ends_with('-');
+    if ok { Ok(value.to_owned()) } else { Err("must be lowercase letters, digits and '-', at most 40".into()) }
 }

@@ -7,6 +7,7 @@ use clap::Parser;
 
 mod app;
 mod cli;
+mod clusters;
 mod output;
 mod source;
 mod telemetry;

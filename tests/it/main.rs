@@ -1,5 +1,6 @@
 //! flotilla's one integration test binary.
 
+mod apply; // `flotilla apply` on real members: seeds, no-op, prune, broken commits, a dead member
 mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir
 mod e2e; // the member clusters themselves: real pods, readiness, isolation
 mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields

@@ -24,6 +24,8 @@ use crate::support::root;
 pub struct Members {
     kubeconfig: PathBuf,
     names: Vec<String>,
+    /// local-up's state directory (audit logs, process ids), when known.
+    state: Option<PathBuf>,
 }
 
 /// The member clusters, started on first use. A missing toolchain fails loudly here.
@@ -42,7 +44,8 @@ impl Members {
         let mut names: Vec<String> =
             kc.contexts.iter().map(|c| c.name.clone()).filter(|n| n.starts_with("member")).collect();
         names.sort();
-        Self { kubeconfig, names }
+        let state = std::env::var_os("FLOTILLA_CLUSTERS_DIR").map(PathBuf::from);
+        Self { kubeconfig, names, state }
     }
 
     fn start(n: usize) -> Self {
@@ -62,7 +65,44 @@ impl Members {
             String::from_utf8_lossy(&out.stderr)
         );
         let names = (1..=n).map(|i| format!("member{i}")).collect();
-        Self { kubeconfig, names }
+        Self { kubeconfig, names, state: Some(state) }
+    }
+
+    /// The kubeconfig with contexts member1…
+    pub fn kubeconfig(&self) -> &std::path::Path {
+        &self.kubeconfig
+    }
+
+    /// Write requests (create, update, patch, delete) by the admin user recorded in the
+    /// members' audit logs that `filter` accepts (it sees each audit event).
+    pub fn writes(&self, filter: impl Fn(&serde_json::Value) -> bool) -> usize {
+        let state = self.state.as_ref().expect("audit logs need FLOTILLA_CLUSTERS_DIR or owned clusters");
+        self.names
+            .iter()
+            .filter_map(|m| std::fs::read_to_string(state.join(m).join("audit.log")).ok())
+            .flat_map(|log| {
+                log.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect::<Vec<_>>()
+            })
+            .filter(|e| e["user"]["username"] == "admin")
+            .filter(|e| {
+                matches!(e["verb"].as_str(), Some("create" | "update" | "patch" | "delete" | "deletecollection"))
+            })
+            .filter(|e| filter(e))
+            .count()
+    }
+
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) one member's API server.
+    pub fn freeze(&self, member: &str, frozen: bool) {
+        let state = self.state.as_ref().expect("owned clusters");
+        let pids = std::fs::read_to_string(state.join("pids")).unwrap();
+        let pid = pids
+            .lines()
+            .find_map(|l| {
+                l.split_once(' ').filter(|(_, name)| *name == format!("{member}-apiserver")).map(|(p, _)| p.to_owned())
+            })
+            .expect("the member's API server pid");
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
     }
 
     /// Context names, `member1`…
@@ -93,6 +133,24 @@ impl Members {
                 .expect("create namespace");
         }
         TestNamespace { name, members: self }
+    }
+}
+
+/// Clusters for one test alone (for tests that stop a member), stopped on drop.
+pub struct Dedicated(pub Members);
+
+impl Dedicated {
+    /// Starts `n` members for this test.
+    pub fn start(n: usize) -> Self {
+        Self(Members::start(n))
+    }
+}
+
+impl Drop for Dedicated {
+    fn drop(&mut self) {
+        if let Some(state) = &self.0.state {
+            let _ = Command::new(root().join("hack/local-down.sh")).env("FLOTILLA_CLUSTERS_DIR", state).output();
+        }
     }
 }
 

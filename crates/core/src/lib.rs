@@ -14,6 +14,7 @@
 //! else still renders.
 
 pub mod dependencies;
+pub mod diff;
 pub mod load;
 pub mod matching;
 pub mod model;

@@ -1,0 +1,306 @@
+//! Reconciling one member cluster: server-side apply of what the plan wants there,
+//! then prune of what left it, with the inventory written before anything is created
+//! and after anything is deleted, so a run killed at any point is finished by the next.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use flotilla_core::diff::{self, Change, Inventory, PruneBudget};
+use flotilla_core::model::ObjectKey;
+use flotilla_core::render::{CONFLICT_ANNOTATION, MANAGED_LABEL};
+use futures::{StreamExt, stream};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::discovery::Scope;
+use kube::{Client, Resource};
+use serde_json::Value;
+use tracing::{debug, info, warn};
+
+use super::{FIELD_MANAGER, INSTANCE_ANNOTATION, inventory};
+
+/// One object the plan wants in this cluster.
+#[derive(Debug, Clone)]
+pub struct Desired {
+    /// Identity.
+    pub key: ObjectKey,
+    /// The manifest to apply.
+    pub manifest: Value,
+}
+
+/// What one reconcile did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Objects written, and why.
+    pub applied: Vec<(ObjectKey, Change)>,
+    /// Objects already as desired.
+    pub unchanged: usize,
+    /// Objects deleted.
+    pub pruned: Vec<ObjectKey>,
+    /// Objects that failed, with the reason.
+    pub failed: Vec<(ObjectKey, String)>,
+    /// Why pruning was skipped, if it was.
+    pub prune_refused: Option<String>,
+}
+
+/// Why a cluster could not be reconciled at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The inventory could not be read or written.
+    #[error(transparent)]
+    Inventory(#[from] inventory::InventoryError),
+    /// The API server did not answer discovery.
+    #[error("discovery of {0} failed")]
+    Discovery(String, #[source] kube::Error),
+}
+
+/// Settings of a reconcile.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings<'a> {
+    /// Which flotilla instance this is: its inventory, and the objects it may delete.
+    pub instance: &'a str,
+    /// Deletion safety.
+    pub budget: PruneBudget,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+}
+
+/// Reconciles one cluster to `desired` at `revision`. `protected` objects (problems,
+/// suspended dispatching) are neither applied nor pruned.
+pub async fn reconcile(
+    client: &Client,
+    revision: &str,
+    desired: Vec<Desired>,
+    protected: &BTreeSet<ObjectKey>,
+    settings: Settings<'_>,
+) -> Result<Report, ReconcileError> {
+    let mut report = Report::default();
+    let previous = inventory::read(client, settings.instance).await?;
+    let desired_keys: BTreeSet<ObjectKey> = desired.iter().map(|d| d.key.clone()).collect();
+    let to_prune = match diff::prune(&desired_keys, &previous, protected, settings.budget) {
+        Ok(keys) => keys,
+        Err(refused) => {
+            warn!(reason = %refused, "not pruning");
+            report.prune_refused = Some(refused.to_string());
+            Vec::new()
+        }
+    };
+    // Everything about to be created is recorded first: a crash after a create leaves
+    // an inventory that still lists the object, so the next run can prune it.
+    let pending = Inventory { revision: previous.revision.clone(), objects: &previous.objects | &desired_keys };
+    if pending != previous {
+        inventory::write(client, settings.instance, &pending).await?;
+    }
+    let mut kinds = Kinds::new(client);
+    for rank in 0..=2 {
+        let batch: Vec<Desired> = desired.iter().filter(|d| diff::apply_rank(&d.key) == rank).cloned().collect();
+        apply_batch(client, &mut kinds, batch, settings.concurrency, &mut report).await?;
+        if rank == 1 {
+            wait_established(client, &desired_keys).await;
+            kinds.forget_failures();
+        }
+    }
+    let kept = prune(&mut kinds, to_prune, settings.instance, &mut report).await;
+    let objects: BTreeSet<ObjectKey> =
+        desired_keys.into_iter().chain(kept).chain(previous.objects.intersection(protected).cloned()).collect();
+    let done = Inventory { revision: revision.to_owned(), objects };
+    if done != pending {
+        inventory::write(client, settings.instance, &done).await?;
+    }
+    Ok(report)
+}
+
+/// Resolves apiVersion/kind to API resources once per run.
+struct Kinds<'a> {
+    client: &'a Client,
+    known: BTreeMap<(String, String), Result<(ApiResource, Scope), String>>,
+}
+
+impl<'a> Kinds<'a> {
+    fn new(client: &'a Client) -> Self {
+        Self { client, known: BTreeMap::new() }
+    }
+
+    async fn resolve(&mut self, key: &ObjectKey) -> Result<(ApiResource, Scope), String> {
+        let id = (key.api_version.clone(), key.kind.clone());
+        if let Some(found) = self.known.get(&id) {
+            return found.clone();
+        }
+        let (group, version) = key.api_version.rsplit_once('/').unwrap_or(("", &key.api_version));
+        let gvk = GroupVersionKind::gvk(group, version, &key.kind);
+        let found = kube::discovery::pinned_kind(self.client, &gvk)
+            .await
+            .map(|(ar, caps)| (ar, caps.scope))
+            .map_err(|e| format!("{} {} is not served by this cluster: {e}", key.api_version, key.kind));
+        self.known.insert(id, found.clone());
+        found
+    }
+
+    /// CRDs applied in this run make new kinds resolvable.
+    fn forget_failures(&mut self) {
+        self.known.retain(|_, v| v.is_ok());
+    }
+
+    fn api(&self, ar: &ApiResource, scope: &Scope, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, ar),
+            _ => Api::all_with(self.client.clone(), ar),
+        }
+    }
+}
+
+/// Applies one rank: live state comes from one LIST per kind of the objects flotilla
+/// manages, so an unchanged cluster costs a handful of reads and no writes.
+async fn apply_batch(
+    client: &Client,
+    kinds: &mut Kinds<'_>,
+    batch: Vec<Desired>,
+    concurrency: usize,
+    report: &mut Report,
+) -> Result<(), ReconcileError> {
+    let mut live: BTreeMap<ObjectKey, Value> = BTreeMap::new();
+    let mut work = Vec::new();
+    let mut listed = BTreeSet::new();
+    for d in batch {
+        let (ar, scope) = match kinds.resolve(&d.key).await {
+            Ok(found) => found,
+            Err(e) => {
+                report.failed.push((d.key, e));
+                continue;
+            }
+        };
+        if listed.insert((d.key.api_version.clone(), d.key.kind.clone())) {
+            let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let params = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
+            let items = all.list(&params).await.map_err(|e| ReconcileError::Discovery(d.key.kind.clone(), e))?;
+            for item in items {
+                let key = ObjectKey {
+                    api_version: d.key.api_version.clone(),
+                    kind: d.key.kind.clone(),
+                    namespace: item.metadata.namespace.clone(),
+                    name: item.metadata.name.clone().unwrap_or_default(),
+                };
+                // List items carry no apiVersion and kind of their own.
+                let mut value = serde_json::to_value(item).expect("objects serialise");
+                value["apiVersion"] = key.api_version.clone().into();
+                value["kind"] = key.kind.clone().into();
+                live.insert(key, value);
+            }
+        }
+        let api = kinds.api(&ar, &scope, d.key.namespace.as_deref());
+        let current = live.remove(&d.key);
+        work.push((api, d, current));
+    }
+    let results: Vec<(ObjectKey, Result<Option<Change>, String>)> = stream::iter(work)
+        .map(|(api, d, current)| async move {
+            let outcome = apply_one(&api, &d, current).await;
+            (d.key, outcome)
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    for (key, outcome) in results {
+        match outcome {
+            Ok(None) => report.unchanged += 1,
+            Ok(Some(change)) => {
+                debug!(object = %key, ?change, "applied");
+                report.applied.push((key, change));
+            }
+            Err(e) => report.failed.push((key, e)),
+        }
+    }
+    report.applied.sort_by(|a, b| a.0.cmp(&b.0));
+    report.failed.sort();
+    Ok(())
+}
+
+/// Applies one object if it is missing, changed or drifted. An object that exists but
+/// was not created by flotilla is only taken over with conflict resolution `overwrite`.
+async fn apply_one(
+    api: &Api<DynamicObject>,
+    desired: &Desired,
+    managed: Option<Value>,
+) -> Result<Option<Change>, String> {
+    let live = match managed {
+        Some(live) => Some(live),
+        None => {
+            let existing = api.get_opt(&desired.key.name).await.map_err(|e| format!("read failed: {e}"))?;
+            if let Some(existing) = &existing {
+                let overwrite = desired
+                    .manifest
+                    .pointer(&format!("/metadata/annotations/{}", CONFLICT_ANNOTATION.replace('/', "~1")))
+                    == Some(&Value::from("overwrite"));
+                let ours = existing.meta().labels.as_ref().and_then(|l| l.get(MANAGED_LABEL)).map(String::as_str)
+                    == Some("true");
+                if !ours && !overwrite {
+                    return Err("exists and was not created by flotilla (conflictResolution is Abort)".into());
+                }
+            }
+            existing.map(|e| serde_json::to_value(e).expect("objects serialise"))
+        }
+    };
+    let Some(change) = diff::change(&desired.manifest, live.as_ref()) else { return Ok(None) };
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&desired.key.name, &params, &Patch::Apply(&desired.manifest))
+        .await
+        .map_err(|e| format!("apply failed: {e}"))?;
+    Ok(Some(change))
+}
+
+/// Waits (up to 30 s) until every CRD in the plan is Established, so the custom
+/// resources after it can be applied.
+async fn wait_established(client: &Client, desired: &BTreeSet<ObjectKey>) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let names = desired.iter().filter(|k| diff::apply_rank(k) == 1).map(|k| k.name.as_str());
+    for name in names {
+        for _ in 0..150 {
+            let established =
+                crds.get_opt(name).await.ok().flatten().and_then(|c| c.status).and_then(|s| s.conditions).is_some_and(
+                    |conditions| conditions.iter().any(|c| c.type_ == "Established" && c.status == "True"),
+                );
+            if established {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Deletes what left the plan, in reverse apply order. Only objects carrying flotilla's
+/// managed label and this instance's annotation are deleted. Returns the keys to keep in
+/// the inventory (failed deletes, retried next run).
+async fn prune(kinds: &mut Kinds<'_>, mut keys: Vec<ObjectKey>, instance: &str, report: &mut Report) -> Vec<ObjectKey> {
+    keys.sort_by_key(|k| std::cmp::Reverse(diff::apply_rank(k)));
+    let mut kept = Vec::new();
+    for key in keys {
+        let Ok((ar, scope)) = kinds.resolve(&key).await else {
+            info!(object = %key, "kind no longer served; dropping from the inventory");
+            continue;
+        };
+        let api = kinds.api(&ar, &scope, key.namespace.as_deref());
+        match api.get_opt(&key.name).await {
+            Ok(None) => {}
+            Ok(Some(live)) => {
+                let ours = live.meta().labels.as_ref().and_then(|l| l.get(MANAGED_LABEL)).map(String::as_str)
+                    == Some("true")
+                    && live.meta().annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION)).map(String::as_str)
+                        == Some(instance);
+                if !ours {
+                    info!(object = %key, "not managed by this flotilla instance any more; left in place");
+                    continue;
+                }
+                match api.delete(&key.name, &DeleteParams::background()).await {
+                    Ok(_) => report.pruned.push(key),
+                    Err(e) => {
+                        report.failed.push((key.clone(), format!("delete failed: {e}")));
+                        kept.push(key);
+                    }
+                }
+            }
+            Err(e) => {
+                report.failed.push((key.clone(), format!("read before delete failed: {e}")));
+                kept.push(key);
+            }
+        }
+    }
+    kept
+}

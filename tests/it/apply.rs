@@ -1,0 +1,171 @@
+//! `flotilla apply` against real member clusters.
+
+use std::path::Path;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams};
+use serde_json::Value;
+
+use crate::members::{Dedicated, Members, members};
+use crate::support::{repo, run, write};
+
+fn apply(members: &Members, repo: &Path, instance: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec![
+        "apply",
+        repo.to_str().unwrap(),
+        "--kubeconfig",
+        members.kubeconfig().to_str().unwrap(),
+        "--instance",
+        instance,
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+async fn deployments(members: &Members, cluster: &str, ns: &str) -> Vec<String> {
+    let api: Api<Deployment> = Api::namespaced(members.client(cluster).await, ns);
+    let mut names: Vec<String> = api
+        .list(&ListParams::default().labels("flotilla.dev/managed=true"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|d| d.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+async fn config_maps(members: &Members, cluster: &str, ns: &str) -> Vec<String> {
+    let api: Api<ConfigMap> = Api::namespaced(members.client(cluster).await, ns);
+    let mut names: Vec<String> =
+        api.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    names.retain(|n| n != "kube-root-ca.crt");
+    names.sort();
+    names
+}
+
+/// A repo of three members and, in namespace `ns`, ConfigMaps placed by name.
+fn fleet(ns: &str, placements: &[(&str, &[&str])]) -> String {
+    let mut docs = vec![format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n")];
+    for m in 1..=3 {
+        docs.push(format!("apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: member{m}}}\nspec: {{syncMode: Push}}\n"));
+    }
+    for (name, clusters) in placements {
+        docs.push(format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{k: v}}\n"
+        ));
+        docs.push(format!(
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap, name: {name}}}]\n  placement: {{clusterAffinity: {{clusterNames: [{}]}}}}\n",
+            clusters.join(", ")
+        ));
+    }
+    docs.join("---\n")
+}
+
+fn in_namespace(ns: &'static str, instance: &'static str) -> impl Fn(&Value) -> bool {
+    move |e| {
+        let r = &e["objectRef"];
+        r["namespace"] == ns
+            || (r["namespace"] == "flotilla-system" && r["name"] == format!("flotilla-inventory-{instance}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_seed_tutorials_land_where_they_say_and_a_second_run_writes_nothing() {
+    let members = members();
+    let (code, stdout, stderr) = apply(members, Path::new("examples/repo"), "seeds", &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(
+        deployments(members, "member1", "default").await,
+        ["nginx", "productpage-v1", "reviews-v1", "reviews-v2", "reviews-v3"]
+    );
+    assert_eq!(
+        deployments(members, "member2", "default").await,
+        ["details-v1", "ratings-v1", "reviews-v1", "reviews-v2", "reviews-v3"]
+    );
+    assert_eq!(deployments(members, "member3", "default").await, ["ratings-v1"]);
+    let seeds = |e: &Value| {
+        let r = &e["objectRef"];
+        r["namespace"] == "default"
+            || r["resource"] == "customresourcedefinitions"
+            || r["name"] == "flotilla-inventory-seeds"
+    };
+    let before = members.writes(seeds);
+    let (code, stdout, _) = apply(members, Path::new("examples/repo"), "seeds", &[]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("member1: 0 applied, 21 unchanged"), "{stdout}");
+    assert_eq!(members.writes(seeds), before, "a no-op run sends no write request");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn removing_or_moving_a_template_prunes_exactly_where_it_was() {
+    let members = members();
+    let dir = repo(&[]);
+    let file = "fleet.yaml";
+    write(dir.path(), file, fleet("e2e-prune", &[("a", &["member1", "member2"]), ("b", &["member2"])]).as_bytes());
+    assert_eq!(apply(members, dir.path(), "prune", &[]).0, 0);
+    assert_eq!(config_maps(members, "member1", "e2e-prune").await, ["a"]);
+    assert_eq!(config_maps(members, "member2", "e2e-prune").await, ["a", "b"]);
+    // A hand-made object in the same namespace is never flotilla's to delete.
+    let handmade: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": "handmade"}})).unwrap();
+    Api::<ConfigMap>::namespaced(members.client("member2").await, "e2e-prune")
+        .create(&Default::default(), &handmade)
+        .await
+        .unwrap();
+
+    write(dir.path(), file, fleet("e2e-prune", &[("b", &["member2"])]).as_bytes());
+    let (code, stdout, stderr) = apply(members, dir.path(), "prune", &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(config_maps(members, "member1", "e2e-prune").await, Vec::<String>::new());
+    assert_eq!(config_maps(members, "member2", "e2e-prune").await, ["b", "handmade"]);
+
+    write(dir.path(), file, fleet("e2e-prune", &[("b", &["member3"])]).as_bytes());
+    assert_eq!(apply(members, dir.path(), "prune", &[]).0, 0);
+    assert_eq!(config_maps(members, "member2", "e2e-prune").await, ["handmade"]);
+    assert_eq!(config_maps(members, "member3", "e2e-prune").await, ["b"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_commit_or_an_empty_render_changes_nothing() {
+    let members = members();
+    let dir = repo(&[]);
+    write(dir.path(), "fleet.yaml", fleet("e2e-broken", &[("cm-x", &["member1"]), ("cm-y", &["member1"])]).as_bytes());
+    assert_eq!(apply(members, dir.path(), "broken", &[]).0, 0);
+    let writes = || members.writes(in_namespace("e2e-broken", "broken"));
+    let before = writes();
+
+    write(dir.path(), "oops.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: z\n");
+    let (code, _, stderr) = apply(members, dir.path(), "broken", &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("oops.yaml"), "{stderr}");
+    assert_eq!(writes(), before, "a repo that does not load touches no cluster");
+
+    std::fs::remove_file(dir.path().join("oops.yaml")).unwrap();
+    let clusters_only: String = fleet("e2e-broken", &[]).split("---\n").skip(1).collect::<Vec<_>>().join("---\n");
+    write(dir.path(), "fleet.yaml", clusters_only.as_bytes());
+    let (code, _, stderr) = apply(members, dir.path(), "broken", &[]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("empty"), "{stderr}");
+    assert_eq!(config_maps(members, "member1", "e2e-broken").await, ["cm-x", "cm-y"], "an empty render prunes nothing");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_one_member_frozen_the_others_converge_and_it_catches_up_later() {
+    let cluster = Dedicated::start(3);
+    let members = &cluster.0;
+    let dir = repo(&[]);
+    write(dir.path(), "fleet.yaml", fleet("e2e-down", &[("c", &["member1", "member2", "member3"])]).as_bytes());
+    members.freeze("member2", true);
+    let (code, stdout, stderr) =
+        apply(members, dir.path(), "down", &["--request-timeout", "2", "--cluster-timeout", "8"]);
+    members.freeze("member2", false);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stderr.contains("member2"), "the dead cluster is named: {stderr}");
+    assert_eq!(config_maps(members, "member1", "e2e-down").await, ["c"]);
+    assert_eq!(config_maps(members, "member3", "e2e-down").await, ["c"]);
+    let (code, stdout, stderr) = apply(members, dir.path(), "down", &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(config_maps(members, "member2", "e2e-down").await, ["c"]);
+}
