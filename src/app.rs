@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use flotilla_core::model::{ClusterState, Limits, Plan};
 use tracing::{info, warn};
 
-use crate::cli::{ApplyArgs, Cli, Command, Format, RenderArgs, SourceArgs};
+use crate::cli::{ApplyArgs, Cli, Command, Format, GetArgs, RenderArgs, SourceArgs};
 use crate::clusters;
 use crate::output;
 use crate::source;
@@ -39,6 +39,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Render(args) => render(args),
         Command::Validate(args) => validate(args),
         Command::Apply(args) => apply(args),
+        Command::Get(args) => get(args),
     }
 }
 
@@ -159,6 +160,51 @@ fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
                 outcome = Outcome::Problems;
             }
         }
+    }
+    Ok(outcome)
+}
+
+fn get(args: GetArgs) -> anyhow::Result<Outcome> {
+    let kubeconfig = clusters::connect::read(&args.kubeconfig)?;
+    let names: Vec<String> = if args.clusters.is_empty() {
+        kubeconfig.contexts.iter().map(|c| c.name.clone()).collect()
+    } else {
+        args.clusters.clone()
+    };
+    let trust =
+        clusters::connect::Trust { exec_plugins: args.allow_exec_plugins, insecure_tls: args.allow_insecure_tls };
+    let timeout = std::time::Duration::from_secs(args.request_timeout);
+    let namespace =
+        if args.all_namespaces { None } else { Some(args.namespace.clone().unwrap_or_else(|| "default".into())) };
+    let query = clusters::get::Query { kind: args.kind.clone(), namespace, selector: args.selector.clone() };
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    let results = runtime.block_on(futures::future::join_all(names.iter().map(|name| {
+        let (kubeconfig, query) = (&kubeconfig, &query);
+        async move {
+            let client = clusters::connect::client(kubeconfig, name, trust, timeout)
+                .await
+                .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+            clusters::get::list(&client, query).await
+        }
+    })));
+    let mut outcome = Outcome::Clean;
+    let mut listings = Vec::new();
+    for (name, result) in names.into_iter().zip(results) {
+        match result {
+            Ok(Some(listing)) => listings.push((name, listing)),
+            Ok(None) => eprintln!("note: {name} does not serve {:?}", args.kind),
+            Err(e) => {
+                eprintln!("error: {name}: {e}");
+                outcome = Outcome::Problems;
+            }
+        }
+    }
+    let table = clusters::get::format(&listings, args.all_namespaces);
+    if table.lines().count() <= 1 && outcome == Outcome::Clean {
+        eprintln!("No resources found");
+    } else {
+        print!("{table}");
     }
     Ok(outcome)
 }

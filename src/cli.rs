@@ -33,6 +33,39 @@ pub enum Command {
     Validate(SourceArgs),
     /// Render, then reconcile every member cluster: server-side apply, prune, drift.
     Apply(ApplyArgs),
+    /// List live objects of one kind across member clusters.
+    Get(GetArgs),
+}
+
+/// `flotilla get`.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// Kind, plural, short name or `plural.group`: pods, deploy, svc, serviceexports…
+    pub kind: String,
+    /// Namespace (default: `default`).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Every namespace.
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+    /// Label selector.
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Only these clusters (repeatable; default: every context of the kubeconfig).
+    #[arg(long = "cluster", value_name = "NAME")]
+    pub clusters: Vec<String>,
+    /// Kubeconfig with one context per member cluster.
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
+    pub kubeconfig: PathBuf,
+    /// Trust kubeconfig credential plugins (exec, auth-provider).
+    #[arg(long)]
+    pub allow_exec_plugins: bool,
+    /// Trust kubeconfig clusters that skip TLS verification.
+    #[arg(long)]
+    pub allow_insecure_tls: bool,
+    /// Seconds before a request gives up.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub request_timeout: u64,
 }
 
 /// `flotilla apply`.

@@ -4,6 +4,7 @@
 
 pub mod apply;
 pub mod connect;
+pub mod get;
 pub mod inventory;
 
 use std::collections::BTreeSet;

@@ -86,6 +86,24 @@ async fn the_seed_tutorials_land_where_they_say_and_a_second_run_writes_nothing(
         ["details-v1", "ratings-v1", "reviews-v1", "reviews-v2", "reviews-v3"]
     );
     assert_eq!(deployments(members, "member3", "default").await, ["ratings-v1"]);
+    let (code, table, stderr) = run(&["get", "deployments", "--kubeconfig", members.kubeconfig().to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "CLUSTER", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
+    let rows: std::collections::BTreeSet<(String, String)> = table
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let mut cells = l.split_whitespace();
+            (cells.next().unwrap().to_owned(), cells.next().unwrap().to_owned())
+        })
+        .collect();
+    for (name, cluster) in
+        [("nginx", "member1"), ("productpage-v1", "member1"), ("details-v1", "member2"), ("ratings-v1", "member3")]
+    {
+        assert!(rows.contains(&(name.to_owned(), cluster.to_owned())), "{name} in {cluster}:\n{table}");
+    }
+    assert!(!rows.contains(&("ratings-v1".to_owned(), "member1".to_owned())));
     let seeds = |e: &Value| {
         let r = &e["objectRef"];
         r["namespace"] == "default"
