@@ -187,3 +187,80 @@ async fn with_one_member_frozen_the_others_converge_and_it_catches_up_later() {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(config_maps(members, "member2", "e2e-down").await, ["c"]);
 }
+
+/// Killing `flotilla apply` with SIGKILL at varied points, then running it again on the
+/// next commit, converges with no orphaned and no missing objects: the inventory lists
+/// everything before it is created and keeps it until it is gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_at_any_point_then_rerun_converges() {
+    let members = members();
+    let ns = "e2e-kill";
+    let state = |version: usize| -> Vec<(String, Vec<String>)> {
+        let member = |i: usize| format!("member{}", i % 3 + 1);
+        match version % 2 {
+            0 => (0..60).map(|n| (format!("k{n}"), vec![member(n)])).collect(),
+            _ => (20..80).map(|n| (format!("k{n}"), vec![member(n + 1), member(n + 2)])).collect(),
+        }
+    };
+    let dir = repo(&[]);
+    let write_state = |version: usize| {
+        let s = state(version);
+        let placements: Vec<(&str, Vec<&str>)> =
+            s.iter().map(|(n, c)| (n.as_str(), c.iter().map(String::as_str).collect())).collect();
+        let refs: Vec<(&str, &[&str])> = placements.iter().map(|(n, c)| (*n, c.as_slice())).collect();
+        write(dir.path(), "fleet.yaml", fleet(ns, &refs).as_bytes());
+    };
+    let args = |dir: &Path| {
+        vec![
+            "apply".to_owned(),
+            dir.to_str().unwrap().to_owned(),
+            "--kubeconfig".into(),
+            members.kubeconfig().to_str().unwrap().into(),
+            "--instance".into(),
+            "sigkill".into(),
+            "--force-prune".into(),
+        ]
+    };
+    // Kill points spread over the length of one full run, measured first.
+    write_state(0);
+    let clock = std::time::Instant::now();
+    assert_eq!(run(&args(dir.path()).iter().map(String::as_str).collect::<Vec<_>>()).0, 0);
+    let full_run = clock.elapsed();
+    let mut seed: u64 = 7;
+    let mut interrupted = 0;
+    for trial in 0..12 {
+        // The killed run moves the cluster from state 2t to 2t + 1 (they differ); the
+        // next commit is state 2t + 2.
+        write_state(2 * trial + 1);
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        let delay = full_run.mul_f64(0.05 + 0.9 * ((seed >> 33) % 1000) as f64 / 1000.0);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(args(dir.path()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(delay).await;
+        if child.try_wait().unwrap().is_none() {
+            interrupted += 1;
+        }
+        let _ = child.kill(); // SIGKILL; it may already have finished
+        let _ = child.wait();
+        // The next commit arrives: whatever the killed run created must still be found.
+        write_state(2 * trial + 2);
+        let (code, stdout, stderr) = run(&args(dir.path()).iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(code, 0, "trial {trial}: {stdout}\n{stderr}");
+        for m in 1..=3 {
+            let cluster = format!("member{m}");
+            let mut want: Vec<String> =
+                state(2 * trial + 2).into_iter().filter(|(_, c)| c.contains(&cluster)).map(|(n, _)| n).collect();
+            want.sort();
+            assert_eq!(
+                config_maps(members, &cluster, ns).await,
+                want,
+                "trial {trial} (killed after {delay:?}), {cluster}"
+            );
+        }
+    }
+    assert!(interrupted >= 10, "only {interrupted} of 12 kills hit a running apply");
+}
