@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use flotilla_core::model::{ClusterState, Limits, Plan};
 use tracing::{info, warn};
 
-use crate::cli::{ApplyArgs, Cli, Command, Format, GetArgs, RenderArgs, SourceArgs};
+use crate::cli::{ApplyArgs, Cli, Command, Format, GetArgs, RenderArgs, SourceArgs, StatusArgs};
 use crate::clusters;
 use crate::output;
 use crate::source;
@@ -40,6 +40,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Validate(args) => validate(args),
         Command::Apply(args) => apply(args),
         Command::Get(args) => get(args),
+        Command::Status(args) => status(args),
     }
 }
 
@@ -205,6 +206,42 @@ fn get(args: GetArgs) -> anyhow::Result<Outcome> {
         eprintln!("No resources found");
     } else {
         print!("{table}");
+    }
+    Ok(outcome)
+}
+
+fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
+    let plan = plan(&args.source)?;
+    let kubeconfig = clusters::connect::read(&args.kubeconfig)?;
+    let timeout = std::time::Duration::from_secs(args.request_timeout);
+    let names: Vec<String> = plan.loaded.clusters.iter().map(|c| c.name.clone()).collect();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    let results = runtime.block_on(futures::future::join_all(names.iter().map(|name| {
+        let (kubeconfig, plan) = (&kubeconfig, &plan);
+        async move {
+            let trust = clusters::connect::Trust::default();
+            let client = clusters::connect::client(kubeconfig, name, trust, timeout)
+                .await
+                .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+            clusters::status::observe_cluster(&client, plan, name).await
+        }
+    })));
+    let mut outcome = report(&plan);
+    let mut observed = Vec::new();
+    for (name, result) in names.into_iter().zip(results) {
+        match result {
+            Ok(o) => observed.push((name, o)),
+            Err(e) => {
+                eprintln!("error: {name}: {e}");
+                outcome = Outcome::Problems;
+            }
+        }
+    }
+    let (table, healthy) = clusters::status::table(&observed);
+    print!("{table}");
+    if !healthy {
+        outcome = Outcome::Problems;
     }
     Ok(outcome)
 }

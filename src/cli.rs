@@ -35,6 +35,21 @@ pub enum Command {
     Apply(ApplyArgs),
     /// List live objects of one kind across member clusters.
     Get(GetArgs),
+    /// Health of everything the repo places, per cluster and summed per object.
+    Status(StatusArgs),
+}
+
+/// `flotilla status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Kubeconfig with one context per member cluster, named after it.
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
+    pub kubeconfig: PathBuf,
+    /// Seconds before a request gives up.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub request_timeout: u64,
 }
 
 /// `flotilla get`.

@@ -110,13 +110,14 @@ pub async fn reconcile(
 }
 
 /// Resolves apiVersion/kind to API resources once per run.
-struct Kinds<'a> {
+pub struct Kinds<'a> {
     client: &'a Client,
     known: BTreeMap<(String, String), Result<(ApiResource, Scope), String>>,
 }
 
 impl<'a> Kinds<'a> {
-    fn new(client: &'a Client) -> Self {
+    /// An empty cache for `client`.
+    pub fn new(client: &'a Client) -> Self {
         Self { client, known: BTreeMap::new() }
     }
 
@@ -148,8 +149,49 @@ impl<'a> Kinds<'a> {
     }
 }
 
-/// Applies one rank: live state comes from one LIST per kind of the objects flotilla
-/// manages, so an unchanged cluster costs a handful of reads and no writes.
+/// Live objects flotilla manages, for the given keys: one LIST per kind (by the
+/// managed label), so observing an unchanged cluster costs a handful of reads. Keys
+/// whose kind the cluster does not serve come back as errors.
+pub async fn observe(
+    client: &Client,
+    kinds: &mut Kinds<'_>,
+    keys: impl IntoIterator<Item = &ObjectKey>,
+) -> Result<(BTreeMap<ObjectKey, Value>, Vec<(ObjectKey, String)>), ReconcileError> {
+    let mut live = BTreeMap::new();
+    let mut unserved = Vec::new();
+    let mut listed = BTreeSet::new();
+    for key in keys {
+        let ar = match kinds.resolve(key).await {
+            Ok((ar, _)) => ar,
+            Err(e) => {
+                unserved.push((key.clone(), e));
+                continue;
+            }
+        };
+        if !listed.insert((key.api_version.clone(), key.kind.clone())) {
+            continue;
+        }
+        let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let params = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
+        let items = all.list(&params).await.map_err(|e| ReconcileError::Discovery(key.kind.clone(), e))?;
+        for item in items {
+            let found = ObjectKey {
+                api_version: key.api_version.clone(),
+                kind: key.kind.clone(),
+                namespace: item.metadata.namespace.clone(),
+                name: item.metadata.name.clone().unwrap_or_default(),
+            };
+            // List items carry no apiVersion and kind of their own.
+            let mut value = serde_json::to_value(item).expect("objects serialise");
+            value["apiVersion"] = found.api_version.clone().into();
+            value["kind"] = found.kind.clone().into();
+            live.insert(found, value);
+        }
+    }
+    Ok((live, unserved))
+}
+
+/// Applies one rank of objects against their observed state.
 async fn apply_batch(
     client: &Client,
     kinds: &mut Kinds<'_>,
@@ -157,35 +199,12 @@ async fn apply_batch(
     concurrency: usize,
     report: &mut Report,
 ) -> Result<(), ReconcileError> {
-    let mut live: BTreeMap<ObjectKey, Value> = BTreeMap::new();
+    let (mut live, unserved) = observe(client, kinds, batch.iter().map(|d| &d.key)).await?;
+    let unserved_keys: BTreeSet<ObjectKey> = unserved.iter().map(|(k, _)| k.clone()).collect();
+    report.failed.extend(unserved);
     let mut work = Vec::new();
-    let mut listed = BTreeSet::new();
-    for d in batch {
-        let (ar, scope) = match kinds.resolve(&d.key).await {
-            Ok(found) => found,
-            Err(e) => {
-                report.failed.push((d.key, e));
-                continue;
-            }
-        };
-        if listed.insert((d.key.api_version.clone(), d.key.kind.clone())) {
-            let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            let params = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
-            let items = all.list(&params).await.map_err(|e| ReconcileError::Discovery(d.key.kind.clone(), e))?;
-            for item in items {
-                let key = ObjectKey {
-                    api_version: d.key.api_version.clone(),
-                    kind: d.key.kind.clone(),
-                    namespace: item.metadata.namespace.clone(),
-                    name: item.metadata.name.clone().unwrap_or_default(),
-                };
-                // List items carry no apiVersion and kind of their own.
-                let mut value = serde_json::to_value(item).expect("objects serialise");
-                value["apiVersion"] = key.api_version.clone().into();
-                value["kind"] = key.kind.clone().into();
-                live.insert(key, value);
-            }
-        }
+    for d in batch.into_iter().filter(|d| !unserved_keys.contains(&d.key)) {
+        let (ar, scope) = kinds.resolve(&d.key).await.expect("resolved while observing");
         let api = kinds.api(&ar, &scope, d.key.namespace.as_deref());
         let current = live.remove(&d.key);
         work.push((api, d, current));

@@ -6,6 +6,7 @@ pub mod apply;
 pub mod connect;
 pub mod get;
 pub mod inventory;
+pub mod status;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

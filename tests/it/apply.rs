@@ -104,6 +104,21 @@ async fn the_seed_tutorials_land_where_they_say_and_a_second_run_writes_nothing(
         assert!(rows.contains(&(name.to_owned(), cluster.to_owned())), "{name} in {cluster}:\n{table}");
     }
     assert!(!rows.contains(&("ratings-v1".to_owned(), "member1".to_owned())));
+    let status = || run(&["status", "examples/repo", "--kubeconfig", members.kubeconfig().to_str().unwrap()]);
+    let mut healthy = status();
+    for _ in 0..100 {
+        if healthy.0 == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        healthy = status();
+    }
+    assert_eq!(healthy.0, 0, "everything becomes healthy:\n{}", healthy.1);
+    let ratings = healthy.1.lines().find(|l| l.contains(" ratings-v1 ")).unwrap();
+    assert_eq!(
+        ratings.split_whitespace().collect::<Vec<_>>(),
+        ["Deployment", "default", "ratings-v1", "member2,member3", "2/2", "Healthy"]
+    );
     let seeds = |e: &Value| {
         let r = &e["objectRef"];
         r["namespace"] == "default"

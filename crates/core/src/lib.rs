@@ -21,6 +21,7 @@ pub mod model;
 pub mod overrides;
 pub mod render;
 pub mod schedule;
+pub mod status;
 pub mod yaml;
 
 use std::collections::BTreeSet;

@@ -1,0 +1,171 @@
+//! Health of live objects and their status summed across clusters, as Karmada's
+//! resource interpreter does (spec §7.1–§7.2). Pure: the executor passes live objects.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use crate::model::ObjectKey;
+
+/// Health of one object in one cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// As desired and settled.
+    Healthy,
+    /// Rolling out or waiting; the detail says on what.
+    Progressing(String),
+    /// Failed (e.g. a rollout past its progress deadline, a failed Job).
+    Degraded(String),
+    /// Not in the cluster.
+    Missing,
+}
+
+impl fmt::Display for Health {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Health::Healthy => write!(f, "Healthy"),
+            Health::Progressing(why) => write!(f, "Progressing ({why})"),
+            Health::Degraded(why) => write!(f, "Degraded ({why})"),
+            Health::Missing => write!(f, "Missing"),
+        }
+    }
+}
+
+fn int(v: &Value, path: &str) -> i64 {
+    v.pointer(path).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn condition<'a>(v: &'a Value, kind: &str) -> Option<&'a Value> {
+    v.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == kind)
+}
+
+/// Health by kind. Deployment follows Karmada's rule (observed generation current,
+/// updated ≥ desired, available ≥ updated); other workloads the analogous counters;
+/// CRDs must be Established; anything else is healthy once it exists.
+pub fn health(key: &ObjectKey, live: Option<&Value>) -> Health {
+    let Some(o) = live else { return Health::Missing };
+    let stale = int(o, "/status/observedGeneration") < int(o, "/metadata/generation");
+    let desired = o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+    match (key.group(), key.kind.as_str()) {
+        ("apps", "Deployment") => {
+            if condition(o, "Progressing").is_some_and(|c| c["reason"] == "ProgressDeadlineExceeded") {
+                return Health::Degraded("progress deadline exceeded".into());
+            }
+            let (updated, available) = (int(o, "/status/updatedReplicas"), int(o, "/status/availableReplicas"));
+            counters(stale, updated >= desired && available >= updated, format!("{available}/{desired} available"))
+        }
+        ("apps", "StatefulSet") => {
+            let ready = int(o, "/status/readyReplicas");
+            counters(
+                stale,
+                ready >= desired && int(o, "/status/updatedReplicas") >= desired,
+                format!("{ready}/{desired} ready"),
+            )
+        }
+        ("apps", "ReplicaSet") => {
+            let ready = int(o, "/status/readyReplicas");
+            counters(stale, ready >= desired, format!("{ready}/{desired} ready"))
+        }
+        ("apps", "DaemonSet") => {
+            let (want, available) = (int(o, "/status/desiredNumberScheduled"), int(o, "/status/numberAvailable"));
+            counters(
+                stale,
+                available >= want && int(o, "/status/updatedNumberScheduled") >= want,
+                format!("{available}/{want} available"),
+            )
+        }
+        ("batch", "Job") => match (condition(o, "Complete"), condition(o, "Failed")) {
+            (_, Some(c)) if c["status"] == "True" => Health::Degraded("job failed".into()),
+            (Some(c), _) if c["status"] == "True" => Health::Healthy,
+            _ => Health::Progressing("running".into()),
+        },
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => match condition(o, "Established") {
+            Some(c) if c["status"] == "True" => Health::Healthy,
+            _ => Health::Progressing("not established".into()),
+        },
+        _ => Health::Healthy,
+    }
+}
+
+fn counters(stale: bool, settled: bool, detail: String) -> Health {
+    if stale {
+        Health::Progressing("generation not observed yet".into())
+    } else if settled {
+        Health::Healthy
+    } else {
+        Health::Progressing(detail)
+    }
+}
+
+/// The status fields Karmada sums per kind (`aggregatestatus.go`).
+fn summed_fields(key: &ObjectKey) -> &'static [&'static str] {
+    match (key.group(), key.kind.as_str()) {
+        ("apps", "Deployment") => {
+            &["replicas", "readyReplicas", "updatedReplicas", "availableReplicas", "unavailableReplicas"]
+        }
+        ("apps", "ReplicaSet") => &["replicas", "readyReplicas", "availableReplicas"],
+        ("apps", "StatefulSet") => {
+            &["availableReplicas", "currentReplicas", "readyReplicas", "replicas", "updatedReplicas"]
+        }
+        ("apps", "DaemonSet") => &[
+            "currentNumberScheduled",
+            "desiredNumberScheduled",
+            "numberAvailable",
+            "numberMisscheduled",
+            "numberReady",
+            "updatedNumberScheduled",
+            "numberUnavailable",
+        ],
+        _ => &[],
+    }
+}
+
+/// Sums member statuses into one template status; `None` for kinds Karmada does not
+/// sum.
+pub fn aggregate<'a>(key: &ObjectKey, statuses: impl IntoIterator<Item = &'a Value>) -> Option<Value> {
+    let fields = summed_fields(key);
+    if fields.is_empty() {
+        return None;
+    }
+    let mut sums = vec![0i64; fields.len()];
+    for status in statuses {
+        for (sum, field) in sums.iter_mut().zip(fields) {
+            *sum += status.get(*field).and_then(Value::as_i64).unwrap_or(0);
+        }
+    }
+    let map: Map<String, Value> = fields.iter().zip(sums).map(|(f, s)| ((*f).to_owned(), Value::from(s))).collect();
+    Some(Value::Object(map))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment() -> ObjectKey {
+        ObjectKey {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("d".into()),
+            name: "x".into(),
+        }
+    }
+
+    #[test]
+    fn deployment_health_follows_karmadas_rule() {
+        let settled = json!({"metadata": {"generation": 2}, "spec": {"replicas": 3},
+            "status": {"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 3}});
+        assert_eq!(health(&deployment(), Some(&settled)), Health::Healthy);
+        let rolling = json!({"metadata": {"generation": 2}, "spec": {"replicas": 3},
+            "status": {"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 1}});
+        assert_eq!(health(&deployment(), Some(&rolling)), Health::Progressing("1/3 available".into()));
+        let stale = json!({"metadata": {"generation": 3}, "spec": {"replicas": 3},
+            "status": {"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 3}});
+        assert!(matches!(health(&deployment(), Some(&stale)), Health::Progressing(_)));
+        let stuck = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1,
+            "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}});
+        assert!(matches!(health(&deployment(), Some(&stuck)), Health::Degraded(_)));
+        assert_eq!(health(&deployment(), None), Health::Missing);
+    }
+}
