@@ -35,10 +35,13 @@ pub async fn observe_cluster(client: &Client, plan: &Plan, cluster: &str) -> Res
     Ok(out)
 }
 
+/// One object in one cluster: cluster name, health, status.
+type InCluster<'a> = (&'a str, &'a Health, Option<&'a Value>);
+
 /// One row per object: KIND, NAMESPACE, NAME, CLUSTERS, READY (summed), STATUS (the
 /// worst cluster, named). Returns the table and whether everything is healthy.
 pub fn table(observed: &[(String, Observed)]) -> (String, bool) {
-    let mut objects: BTreeMap<&ObjectKey, Vec<(&str, &Health, Option<&Value>)>> = BTreeMap::new();
+    let mut objects: BTreeMap<&ObjectKey, Vec<InCluster<'_>>> = BTreeMap::new();
     for (cluster, items) in observed {
         for (key, (health, status)) in items {
             objects.entry(key).or_default().push((cluster, health, status.as_ref()));
