@@ -9,6 +9,7 @@ use flotilla_core::diff::{self, Change, Inventory, PruneBudget};
 use flotilla_core::model::ObjectKey;
 use flotilla_core::render::{CONFLICT_ANNOTATION, MANAGED_LABEL};
 use futures::{StreamExt, stream};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
 use kube::discovery::Scope;
@@ -74,6 +75,7 @@ pub async fn reconcile(
     settings: Settings<'_>,
 ) -> Result<Report, ReconcileError> {
     let mut report = Report::default();
+    let desired = release_autoscaled(client, desired).await?;
     let previous = inventory::read(client, settings.instance).await?;
     let desired_keys: BTreeSet<ObjectKey> = desired.iter().map(|d| d.key.clone()).collect();
     let to_prune = match diff::prune(&desired_keys, &previous, protected, settings.budget) {
@@ -107,6 +109,33 @@ pub async fn reconcile(
         inventory::write(client, settings.instance, &done).await?;
     }
     Ok(report)
+}
+
+/// Workloads that a HorizontalPodAutoscaler in the member scales keep the member's
+/// replica count: `spec.replicas` is left out of what flotilla applies, as Karmada does
+/// for HPA targets (retain-replicas), so flotilla and the HPA never fight.
+async fn release_autoscaled(client: &Client, mut desired: Vec<Desired>) -> Result<Vec<Desired>, ReconcileError> {
+    let hpas: Api<HorizontalPodAutoscaler> = Api::all(client.clone());
+    let list = hpas
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| ReconcileError::Discovery("HorizontalPodAutoscaler".into(), e))?;
+    let targets: BTreeSet<(String, String, String)> = list
+        .items
+        .iter()
+        .filter_map(|h| {
+            let target = &h.spec.as_ref()?.scale_target_ref;
+            Some((h.metadata.namespace.clone()?, target.kind.clone(), target.name.clone()))
+        })
+        .collect();
+    for d in &mut desired {
+        let id = (d.key.namespace.clone().unwrap_or_default(), d.key.kind.clone(), d.key.name.clone());
+        if targets.contains(&id) && d.manifest.pointer("/spec/replicas").is_some() {
+            flotilla_core::render::release_replicas(&mut d.manifest);
+            super::stamp(&mut d.manifest);
+        }
+    }
+    Ok(desired)
 }
 
 /// Resolves apiVersion/kind to API resources once per run.

@@ -58,17 +58,20 @@ pub fn desired(plan: &Plan, cluster: &str, instance: &str) -> Result<(Vec<Desire
             continue;
         }
         let mut manifest = plan.manifest(rendered).map_err(|e| format!("{key}: {e}"))?;
-        let annotations =
-            |m: &mut Value| m.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut).map(|a| a.clone());
-        if let Some(mut a) = annotations(&mut manifest) {
-            a.insert(INSTANCE_ANNOTATION.into(), instance.into());
-            manifest["metadata"]["annotations"] = Value::Object(a);
-        }
-        let digest = diff::digest(&manifest);
-        manifest["metadata"]["annotations"][diff::APPLIED_DIGEST] = digest.into();
+        manifest["metadata"]["annotations"][INSTANCE_ANNOTATION] = instance.into();
+        stamp(&mut manifest);
         desired.push(Desired { key, manifest });
     }
     Ok((desired, protected))
+}
+
+/// Records the manifest's digest in it (computed without the digest itself).
+pub fn stamp(manifest: &mut Value) {
+    if let Some(annotations) = manifest.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+        annotations.remove(diff::APPLIED_DIGEST);
+    }
+    let digest = diff::digest(manifest);
+    manifest["metadata"]["annotations"][diff::APPLIED_DIGEST] = digest.into();
 }
 
 /// Reconciles every named cluster concurrently; one outcome per cluster, in order.

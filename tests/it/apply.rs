@@ -279,3 +279,50 @@ async fn sigkill_at_any_point_then_rerun_converges() {
     }
     assert!(interrupted >= 10, "only {interrupted} of 12 kills hit a running apply");
 }
+
+/// A HorizontalPodAutoscaler in a member owns its target's replicas: flotilla leaves
+/// them alone (Karmada's retain-replicas), and then writes nothing on later runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_hpa_keeps_its_replicas() {
+    use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let members = members();
+    let ns = "e2e-hpa";
+    let dir = repo(&[]);
+    let deployment = format!(
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: scaled, namespace: {ns}}}\nspec:\n  replicas: 2\n  selector: {{matchLabels: {{app: s}}}}\n  template:\n    metadata: {{labels: {{app: s}}}}\n    spec: {{containers: [{{name: c, image: nginx}}]}}\n---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: scaled, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: scaled}}]\n  placement: {{clusterAffinity: {{clusterNames: [member1]}}}}\n"
+    );
+    write(dir.path(), "fleet.yaml", (fleet(ns, &[]) + &deployment).as_bytes());
+    assert_eq!(apply(members, dir.path(), "hpa", &[]).0, 0);
+    let client = members.client("member1").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    assert_eq!(deployments.get("scaled").await.unwrap().spec.unwrap().replicas, Some(2));
+
+    let hpa: HorizontalPodAutoscaler = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "scaled"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "scaled"}, "minReplicas": 1, "maxReplicas": 10,
+                 "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]}
+    }))
+    .unwrap();
+    Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), ns).create(&PostParams::default(), &hpa).await.unwrap();
+    // What the HPA controller does: write the scale subresource as its own manager.
+    let scale = serde_json::json!({"spec": {"replicas": 5}});
+    deployments
+        .patch_scale(
+            "scaled",
+            &PatchParams { field_manager: Some("hpa-sim".into()), ..Default::default() },
+            &Patch::Merge(&scale),
+        )
+        .await
+        .unwrap();
+
+    let (code, stdout, stderr) = apply(members, dir.path(), "hpa", &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(deployments.get("scaled").await.unwrap().spec.unwrap().replicas, Some(5), "the HPA's count stands");
+    let before = members.writes(in_namespace(ns, "hpa"));
+    let (code, stdout, _) = apply(members, dir.path(), "hpa", &[]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("member1: 0 applied"), "{stdout}");
+    assert_eq!(members.writes(in_namespace(ns, "hpa")), before, "no fight over replicas");
+}

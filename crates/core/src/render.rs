@@ -26,6 +26,8 @@ pub const SOURCE_ANNOTATION: &str = "flotilla.dev/source";
 pub const PRESERVE_ANNOTATION: &str = "flotilla.dev/preserve-on-deletion";
 /// Karmada's conflict-resolution annotation: `abort` or `overwrite`.
 pub const CONFLICT_ANNOTATION: &str = "work.karmada.io/conflict-resolution";
+/// Karmada's template label that leaves `spec.replicas` to the member (an HPA there).
+pub const RETAIN_REPLICAS_LABEL: &str = "resourcetemplate.karmada.io/retain-replicas";
 
 /// Where one template goes.
 #[derive(Debug, Clone)]
@@ -204,6 +206,9 @@ fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideEr
     let mut object = template.object.clone();
     revise_replicas(&mut object, &template.key, rendered.replicas, rendered.completions);
     overrides::apply(&mut object, loaded, &rendered.overrides)?;
+    if template.labels.get(RETAIN_REPLICAS_LABEL).map(String::as_str) == Some("true") {
+        release_replicas(&mut object);
+    }
     decorate(&mut object, loaded, template, rendered.source);
     prune(&mut object, &template.key);
     Ok(object)
@@ -258,6 +263,14 @@ fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: So
     annotations.insert(CONFLICT_ANNOTATION.into(), resolution.into());
     if preserve {
         annotations.insert(PRESERVE_ANNOTATION.into(), "true".into());
+    }
+}
+
+/// Drops `spec.replicas` so server-side apply leaves it to whoever scales the workload
+/// in the member (Karmada's retain-replicas; a member HPA).
+pub fn release_replicas(object: &mut Value) {
+    if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("replicas");
     }
 }
 
