@@ -121,6 +121,7 @@ fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         args.clusters.clone()
     };
     let options = clusters::Options {
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         instance: &args.instance,
         trust: clusters::connect::Trust {
             exec_plugins: args.allow_exec_plugins,

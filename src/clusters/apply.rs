@@ -55,8 +55,10 @@ pub enum ReconcileError {
 }
 
 /// Settings of a reconcile.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Settings<'a> {
+    /// Progress on a terminal (one tick per object applied or pruned).
+    pub progress: Option<indicatif::ProgressBar>,
     /// Which flotilla instance this is: its inventory, and the objects it may delete.
     pub instance: &'a str,
     /// Deletion safety.
@@ -92,16 +94,19 @@ pub async fn reconcile(
     if pending != previous {
         inventory::write(client, settings.instance, &pending).await?;
     }
+    if let Some(bar) = &settings.progress {
+        bar.set_length((desired.len() + to_prune.len()) as u64);
+    }
     let mut kinds = Kinds::new(client);
     for rank in 0..=2 {
         let batch: Vec<Desired> = desired.iter().filter(|d| diff::apply_rank(&d.key) == rank).cloned().collect();
-        apply_batch(client, &mut kinds, batch, settings.concurrency, &mut report).await?;
+        apply_batch(client, &mut kinds, batch, &settings, &mut report).await?;
         if rank == 1 {
             wait_established(client, &desired_keys).await;
             kinds.forget_failures();
         }
     }
-    let kept = prune(&mut kinds, to_prune, settings.instance, &mut report).await;
+    let kept = prune(&mut kinds, to_prune, &settings, &mut report).await;
     let objects: BTreeSet<ObjectKey> =
         desired_keys.into_iter().chain(kept).chain(previous.objects.intersection(protected).cloned()).collect();
     let done = Inventory { revision: revision.to_owned(), objects };
@@ -225,10 +230,15 @@ async fn apply_batch(
     client: &Client,
     kinds: &mut Kinds<'_>,
     batch: Vec<Desired>,
-    concurrency: usize,
+    settings: &Settings<'_>,
     report: &mut Report,
 ) -> Result<(), ReconcileError> {
     let (mut live, unserved) = observe(client, kinds, batch.iter().map(|d| &d.key)).await?;
+    let tick = || {
+        if let Some(bar) = &settings.progress {
+            bar.inc(1);
+        }
+    };
     let unserved_keys: BTreeSet<ObjectKey> = unserved.iter().map(|(k, _)| k.clone()).collect();
     report.failed.extend(unserved);
     let mut work = Vec::new();
@@ -243,7 +253,8 @@ async fn apply_batch(
             let outcome = apply_one(&api, &d, current).await;
             (d.key, outcome)
         })
-        .buffer_unordered(concurrency.max(1))
+        .buffer_unordered(settings.concurrency.max(1))
+        .inspect(|_| tick())
         .collect()
         .await;
     for (key, outcome) in results {
@@ -316,10 +327,19 @@ async fn wait_established(client: &Client, desired: &BTreeSet<ObjectKey>) {
 /// Deletes what left the plan, in reverse apply order. Only objects carrying flotilla's
 /// managed label and this instance's annotation are deleted. Returns the keys to keep in
 /// the inventory (failed deletes, retried next run).
-async fn prune(kinds: &mut Kinds<'_>, mut keys: Vec<ObjectKey>, instance: &str, report: &mut Report) -> Vec<ObjectKey> {
+async fn prune(
+    kinds: &mut Kinds<'_>,
+    mut keys: Vec<ObjectKey>,
+    settings: &Settings<'_>,
+    report: &mut Report,
+) -> Vec<ObjectKey> {
+    let instance = settings.instance;
     keys.sort_by_key(|k| std::cmp::Reverse(diff::apply_rank(k)));
     let mut kept = Vec::new();
     for key in keys {
+        if let Some(bar) = &settings.progress {
+            bar.inc(1);
+        }
         let Ok((ar, scope)) = kinds.resolve(&key).await else {
             info!(object = %key, "kind no longer served; dropping from the inventory");
             continue;

@@ -29,6 +29,8 @@ pub const INSTANCE_ANNOTATION: &str = "flotilla.dev/instance";
 /// Options of an apply run.
 #[derive(Debug, Clone, Copy)]
 pub struct Options<'a> {
+    /// Show a progress bar per cluster (on a terminal).
+    pub progress: bool,
     /// Instance name: scopes the inventory and what may be pruned.
     pub instance: &'a str,
     /// Which kubeconfig credentials to trust.
@@ -74,30 +76,93 @@ pub fn stamp(manifest: &mut Value) {
     manifest["metadata"]["annotations"][diff::APPLIED_DIGEST] = digest.into();
 }
 
-/// Reconciles every named cluster concurrently; one outcome per cluster, in order.
+/// A failure of a whole cluster, and whether trying again may help.
+struct Failure {
+    message: String,
+    retry: bool,
+}
+
+impl Failure {
+    fn of(error: impl std::error::Error + Send + Sync + 'static, retry: bool) -> Self {
+        Self { message: format!("{:#}", anyhow::Error::new(error)), retry }
+    }
+}
+
+/// Reconciles every named cluster concurrently and independently; one outcome per
+/// cluster, in order. An unreachable cluster is retried with exponential backoff
+/// (1 s, 2 s, 4 s … 16 s) until its timeout, while the others proceed; configuration
+/// errors (no context, an untrusted credential, a corrupt inventory) are not retried.
 pub async fn reconcile_all(
     plan: &Plan,
     kubeconfig: &Kubeconfig,
     clusters: &[String],
     options: Options<'_>,
 ) -> Vec<(String, Outcome)> {
-    let runs = clusters.iter().map(|cluster| async move {
-        let run = async {
-            let (desired, protected) = desired(plan, cluster, options.instance)?;
-            let client = connect::client(kubeconfig, cluster, options.trust, options.request_timeout)
-                .await
-                .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
-            let settings =
-                Settings { instance: options.instance, budget: options.budget, concurrency: options.concurrency };
-            apply::reconcile(&client, &plan.revision, desired, &protected, settings)
-                .await
-                .map_err(|e| format!("{:#}", anyhow::Error::new(e)))
-        };
-        let outcome = match tokio::time::timeout(options.cluster_timeout, run).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(format!("timed out after {:?}", options.cluster_timeout)),
-        };
-        (cluster.clone(), outcome)
+    let bars = options.progress.then(indicatif::MultiProgress::new);
+    let style = indicatif::ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} {msg}")
+        .expect("a valid template")
+        .progress_chars("=> ");
+    let runs = clusters.iter().map(|cluster| {
+        let bar = bars.as_ref().map(|m| {
+            let bar = m.add(indicatif::ProgressBar::new(0).with_style(style.clone()).with_prefix(cluster.clone()));
+            bar.set_message("connecting");
+            bar
+        });
+        async move {
+            let outcome = with_retries(options.cluster_timeout, cluster, || {
+                attempt(plan, kubeconfig, cluster, options, bar.clone())
+            })
+            .await;
+            if let Some(bar) = &bar {
+                bar.finish_with_message(if outcome.is_ok() { "done" } else { "failed" });
+            }
+            (cluster.clone(), outcome)
+        }
     });
     futures::future::join_all(runs).await
+}
+
+async fn attempt(
+    plan: &Plan,
+    kubeconfig: &Kubeconfig,
+    cluster: &str,
+    options: Options<'_>,
+    progress: Option<indicatif::ProgressBar>,
+) -> Result<Report, Failure> {
+    let (desired, protected) =
+        desired(plan, cluster, options.instance).map_err(|message| Failure { message, retry: false })?;
+    let client = connect::client(kubeconfig, cluster, options.trust, options.request_timeout)
+        .await
+        .map_err(|e| Failure::of(e, false))?;
+    if let Some(bar) = &progress {
+        bar.set_message("applying");
+    }
+    let settings =
+        Settings { instance: options.instance, budget: options.budget, concurrency: options.concurrency, progress };
+    apply::reconcile(&client, &plan.revision, desired, &protected, settings).await.map_err(|e| {
+        let retry = !matches!(e, apply::ReconcileError::Inventory(inventory::InventoryError::Corrupt(..)));
+        Failure::of(e, retry)
+    })
+}
+
+async fn with_retries<F, Fut>(limit: Duration, cluster: &str, mut run: F) -> Outcome
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Report, Failure>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut delay = Duration::from_secs(1);
+    loop {
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(remaining, run()).await {
+            Ok(Ok(report)) => return Ok(report),
+            Ok(Err(failure)) if failure.retry && tokio::time::Instant::now() + delay < deadline => {
+                tracing::warn!(cluster, error = %failure.message, "retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(16));
+            }
+            Ok(Err(failure)) => return Err(failure.message),
+            Err(_) => return Err(format!("timed out after {limit:?}")),
+        }
+    }
 }
