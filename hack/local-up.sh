@@ -11,6 +11,7 @@
 #   KUBECONFIG_OUT         kubeconfig to write
 #   FLOTILLA_TOOLS_BIN     where hack/build-tools.sh puts the binaries
 #   FLOTILLA_OWNER_PID     if set, tear everything down when this process exits
+#   FLOTILLA_AUDIT_POLICY  audit policy file (default hack/audit-policy.yaml: writes only)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 n=${1:-3}
@@ -185,7 +186,7 @@ for i in $(seq 1 "$n"); do
     --service-cluster-ip-range 10.96.0.0/16 --authorization-mode RBAC \
     --disable-admission-plugins ServiceAccount --allow-privileged=true \
     --endpoint-reconciler-type none --profiling=false \
-    --audit-log-path "$d/audit.log" --audit-policy-file "$here/audit-policy.yaml" --audit-log-maxsize 100
+    --audit-log-path "$d/audit.log" --audit-policy-file "${FLOTILLA_AUDIT_POLICY:-$here/audit-policy.yaml}" --audit-log-maxsize 100
   for cert in admin controller-manager scheduler kwok; do
     USER_CERT=$cert write_kubeconfig "$d/$cert.kubeconfig" "$i"
   done

@@ -170,6 +170,14 @@ impl<'a> Kinds<'a> {
         found
     }
 
+    /// An already resolved kind.
+    fn known(&self, key: &ObjectKey) -> Result<(ApiResource, Scope), String> {
+        self.known
+            .get(&(key.api_version.clone(), key.kind.clone()))
+            .cloned()
+            .unwrap_or_else(|| Err("not resolved".into()))
+    }
+
     /// CRDs applied in this run make new kinds resolvable.
     fn forget_failures(&mut self) {
         self.known.retain(|_, v| v.is_ok());
@@ -245,9 +253,10 @@ async fn apply_batch(
     for d in batch.into_iter().filter(|d| !unserved_keys.contains(&d.key)) {
         let (ar, scope) = kinds.resolve(&d.key).await.expect("resolved while observing");
         let api = kinds.api(&ar, &scope, d.key.namespace.as_deref());
-        let current = live.remove(&d.key);
+        let current = live.remove(&d.key).map_or(Current::Unknown, Current::Live);
         work.push((api, d, current));
     }
+    settle_unmanaged(kinds, &mut work).await;
     let results: Vec<(ObjectKey, Result<Option<Change>, String>)> = stream::iter(work)
         .map(|(api, d, current)| async move {
             let outcome = apply_one(&api, &d, current).await;
@@ -272,31 +281,65 @@ async fn apply_batch(
     Ok(())
 }
 
+/// What is known of an object before applying it.
+enum Current {
+    /// The live object (flotilla's, or found by listing; the conflict check decides).
+    Live(Value),
+    /// Known not to exist.
+    Absent,
+    /// Not among the managed objects; whether it exists is still to be asked.
+    Unknown,
+}
+
+/// Objects that are not among the managed ones: where many share a kind and namespace,
+/// one unfiltered LIST there settles them all (instead of one GET each), and anything
+/// found that flotilla did not create is returned as such for the conflict check.
+async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, Desired, Current)]) {
+    let mut groups: BTreeMap<(String, String, Option<String>), Vec<usize>> = BTreeMap::new();
+    for (i, (_, d, current)) in work.iter().enumerate() {
+        if matches!(current, Current::Unknown) {
+            groups.entry((d.key.api_version.clone(), d.key.kind.clone(), d.key.namespace.clone())).or_default().push(i);
+        }
+    }
+    for ((_, _, namespace), members) in groups.into_iter().filter(|(_, m)| m.len() > 3) {
+        let Ok((ar, scope)) = kinds.known(&work[members[0]].1.key) else { continue };
+        let Ok(list) = kinds.api(&ar, &scope, namespace.as_deref()).list(&ListParams::default()).await else {
+            continue;
+        };
+        let existing: BTreeMap<String, Value> = list
+            .into_iter()
+            .map(|o| (o.metadata.name.clone().unwrap_or_default(), serde_json::to_value(o).expect("objects serialise")))
+            .collect();
+        for i in members {
+            work[i].2 = match existing.get(&work[i].1.key.name) {
+                Some(found) => Current::Live(found.clone()),
+                None => Current::Absent,
+            };
+        }
+    }
+}
+
 /// Applies one object if it is missing, changed or drifted. An object that exists but
 /// was not created by flotilla is only taken over with conflict resolution `overwrite`.
-async fn apply_one(
-    api: &Api<DynamicObject>,
-    desired: &Desired,
-    managed: Option<Value>,
-) -> Result<Option<Change>, String> {
-    let live = match managed {
-        Some(live) => Some(live),
-        None => {
+async fn apply_one(api: &Api<DynamicObject>, desired: &Desired, current: Current) -> Result<Option<Change>, String> {
+    let live = match current {
+        Current::Live(live) => Some(live),
+        Current::Absent => None,
+        Current::Unknown => {
             let existing = api.get_opt(&desired.key.name).await.map_err(|e| format!("read failed: {e}"))?;
-            if let Some(existing) = &existing {
-                let overwrite = desired
-                    .manifest
-                    .pointer(&format!("/metadata/annotations/{}", CONFLICT_ANNOTATION.replace('/', "~1")))
-                    == Some(&Value::from("overwrite"));
-                let ours = existing.meta().labels.as_ref().and_then(|l| l.get(MANAGED_LABEL)).map(String::as_str)
-                    == Some("true");
-                if !ours && !overwrite {
-                    return Err("exists and was not created by flotilla (conflictResolution is Abort)".into());
-                }
-            }
             existing.map(|e| serde_json::to_value(e).expect("objects serialise"))
         }
     };
+    if let Some(existing) = &live {
+        let overwrite =
+            desired.manifest.pointer(&format!("/metadata/annotations/{}", CONFLICT_ANNOTATION.replace('/', "~1")))
+                == Some(&Value::from("overwrite"));
+        let ours = existing.pointer(&format!("/metadata/labels/{}", MANAGED_LABEL.replace('/', "~1")))
+            == Some(&Value::from("true"));
+        if !ours && !overwrite {
+            return Err("exists and was not created by flotilla (conflictResolution is Abort)".into());
+        }
+    }
     let Some(change) = diff::change(&desired.manifest, live.as_ref()) else { return Ok(None) };
     let params = PatchParams::apply(FIELD_MANAGER).force();
     api.patch(&desired.key.name, &params, &Patch::Apply(&desired.manifest))

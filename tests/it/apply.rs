@@ -326,3 +326,35 @@ async fn a_member_hpa_keeps_its_replicas() {
     assert!(stdout.contains("member1: 0 applied"), "{stdout}");
     assert_eq!(members.writes(in_namespace(ns, "hpa")), before, "no fight over replicas");
 }
+
+/// An object that exists but was not created by flotilla is left alone under Karmada's
+/// default conflict resolution (Abort) and taken over only with Overwrite.
+#[tokio::test(flavor = "multi_thread")]
+async fn existing_objects_are_taken_over_only_with_overwrite() {
+    use kube::api::PostParams;
+
+    let members = members();
+    let ns = "e2e-conflict";
+    let dir = repo(&[]);
+    write(dir.path(), "fleet.yaml", fleet(ns, &[]).as_bytes());
+    assert_eq!(apply(members, dir.path(), "conflict", &[]).0, 0);
+    let api: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
+    let mine: ConfigMap =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "taken"}, "data": {"k": "mine"}})).unwrap();
+    api.create(&PostParams::default(), &mine).await.unwrap();
+
+    write(dir.path(), "fleet.yaml", fleet(ns, &[("taken", &["member1"])]).as_bytes());
+    let (code, _, stderr) = apply(members, dir.path(), "conflict", &[]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("not created by flotilla"), "{stderr}");
+    assert_eq!(api.get("taken").await.unwrap().data.unwrap()["k"], "mine");
+
+    let overwrite = fleet(ns, &[("taken", &["member1"])]).replace(
+        "resourceSelectors: [{apiVersion: v1, kind: ConfigMap, name: taken}]",
+        "conflictResolution: Overwrite\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap, name: taken}]",
+    );
+    write(dir.path(), "fleet.yaml", overwrite.as_bytes());
+    let (code, stdout, stderr) = apply(members, dir.path(), "conflict", &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(api.get("taken").await.unwrap().data.unwrap()["k"], "v");
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# flotilla apply against `kubectl apply --server-side` on the same three fresh member
+# clusters: N objects (default 1000: ConfigMaps and Services) into every member, then a
+# no-op run of each. Reports wall time and API requests (from the audit log, which here
+# records every request). Needs kubectl. Usage: hack/bench-apply.sh [N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-1000}
+command -v kubectl >/dev/null || { echo "bench-apply: kubectl is required" >&2; exit 1; }
+cargo build --release -q --bin flotilla
+flotilla=${CARGO_TARGET_DIR:-target}/release/flotilla
+work=$(mktemp -d)
+export FLOTILLA_CLUSTERS_DIR=$work/clusters KUBECONFIG_OUT=$work/members.config
+cat >"$work/audit-all.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: [admin]
+- level: None
+POLICY
+export FLOTILLA_AUDIT_POLICY=$work/audit-all.yaml
+trap 'hack/local-down.sh >/dev/null 2>&1; rm -rf "$work"' EXIT
+hack/local-up.sh 3 >/dev/null 2>&1
+
+# repo NAMESPACE DIR: three members, a namespace, N/2 ConfigMaps and N/2 Services on all.
+repo() {
+  local ns=$1 dir=$2
+  mkdir -p "$dir"
+  {
+    for m in 1 2 3; do printf -- '---\napiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {name: member%s}\nspec: {syncMode: Push}\n' "$m"; done
+    printf -- '---\napiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n' "$ns"
+    printf -- '---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: all, namespace: %s}\nspec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}, {apiVersion: v1, kind: Service}]\n' "$ns"
+    for i in $(seq 1 $((n / 2))); do
+      printf -- '---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%s, namespace: %s, labels: {app: bench}}\ndata: {index: "%s", mode: production, region: local}\n' "$i" "$ns" "$i"
+      printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: svc-%s, namespace: %s}\nspec:\n  selector: {app: a%s}\n  ports: [{name: http, port: 80, targetPort: 8080}]\n' "$i" "$ns" "$i"
+    done
+  } >"$dir/fleet.yaml"
+}
+requests() { cat "$FLOTILLA_CLUSTERS_DIR"/member*/audit.log | grep -c '"username":"admin"' || true; }
+# measure CMD...: prints "seconds requests".
+measure() {
+  local before after start end
+  before=$(requests); start=$(date +%s.%N)
+  "$@" >/dev/null 2>&1
+  end=$(date +%s.%N); sleep 1; after=$(requests)
+  echo "$(python3 -c "print(f'{$end - $start:.2f}')") $((after - before))"
+}
+
+repo bench-flotilla "$work/flotilla"
+repo bench-kubectl "$work/kubectl"
+"$flotilla" render "$work/kubectl" --out-dir "$work/kubectl-out" >/dev/null
+kubectl_apply() {
+  for m in 1 2 3; do
+    kubectl --kubeconfig "$KUBECONFIG_OUT" --context "member$m" apply --server-side --force-conflicts -R -f "$work/kubectl-out/member$m" &
+  done
+  wait
+}
+read -r ft fr <<<"$(measure "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT")"
+read -r kt kr <<<"$(measure kubectl_apply)"
+read -r fnt fnr <<<"$(measure "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT")"
+read -r knt knr <<<"$(measure kubectl_apply)"
+printf '%-34s %10s %10s\n' "$n objects x 3 clusters" seconds requests
+printf '%-34s %10s %10s\n' "flotilla apply (first)" "$ft" "$fr"
+printf '%-34s %10s %10s\n' "kubectl apply --server-side" "$kt" "$kr"
+printf '%-34s %10s %10s\n' "flotilla apply (no-op)" "$fnt" "$fnr"
+printf '%-34s %10s %10s\n' "kubectl apply --server-side (no-op)" "$knt" "$knr"
