@@ -163,3 +163,23 @@ apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name
     assert_eq!(plan["clusters"]["a"][0]["spec"]["replicas"], 5);
     assert_eq!(plan["clusters"]["b"][0]["spec"]["replicas"], 1);
 }
+
+#[test]
+fn apply_refuses_credential_plugins_and_skipped_tls_verification_unless_allowed() {
+    let dir = repo(&[("c.yaml", format!("{}---\n{}", cluster("a"), cluster("b")).as_bytes())]);
+    let kubeconfig = "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster: {server: 'https://127.0.0.1:1'}\n- name: b\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: plugin\n  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/touch, args: [/tmp/flotilla-exec-ran]}\n- name: plain\n  user: {token: t}\ncontexts:\n- name: a\n  context: {cluster: a, user: plugin}\n- name: b\n  context: {cluster: b, user: plain}\n";
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(&path, kubeconfig).unwrap();
+    let (code, _, stderr) =
+        run(&["apply", dir.path().to_str().unwrap(), "--kubeconfig", path.to_str().unwrap(), "--cluster-timeout", "3"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("a: cluster a: the kubeconfig user runs a credential plugin; pass --allow-exec-plugins"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("b: cluster b: the kubeconfig skips TLS verification; pass --allow-insecure-tls"),
+        "{stderr}"
+    );
+    assert!(!std::path::Path::new("/tmp/flotilla-exec-ran").exists(), "the plugin never ran");
+}
