@@ -132,9 +132,7 @@ fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         request_timeout: std::time::Duration::from_secs(args.request_timeout),
         cluster_timeout: std::time::Duration::from_secs(args.cluster_timeout),
     };
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
-    let outcomes = runtime.block_on(clusters::reconcile_all(&plan, &kubeconfig, &names, options));
+    let outcomes = runtime()?.block_on(clusters::reconcile_all(&plan, &kubeconfig, &names, options));
     let mut outcome = report(&plan);
     for (cluster, result) in outcomes {
         match result {
@@ -179,17 +177,10 @@ fn get(args: GetArgs) -> anyhow::Result<Outcome> {
     let namespace =
         if args.all_namespaces { None } else { Some(args.namespace.clone().unwrap_or_else(|| "default".into())) };
     let query = clusters::get::Query { kind: args.kind.clone(), namespace, selector: args.selector.clone() };
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
-    let results = runtime.block_on(futures::future::join_all(names.iter().map(|name| {
-        let (kubeconfig, query) = (&kubeconfig, &query);
-        async move {
-            let client = clusters::connect::client(kubeconfig, name, trust, timeout)
-                .await
-                .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
-            clusters::get::list(&client, query).await
-        }
-    })));
+    let query = &query;
+    let results = runtime()?.block_on(clusters::each(&kubeconfig, &names, trust, timeout, |client, _| async move {
+        clusters::get::list(&client, query).await
+    }));
     let mut outcome = Outcome::Clean;
     let mut listings = Vec::new();
     for (name, result) in names.into_iter().zip(results) {
@@ -216,18 +207,11 @@ fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
     let kubeconfig = clusters::connect::read(&args.kubeconfig)?;
     let timeout = std::time::Duration::from_secs(args.request_timeout);
     let names: Vec<String> = plan.loaded.clusters.iter().map(|c| c.name.clone()).collect();
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
-    let results = runtime.block_on(futures::future::join_all(names.iter().map(|name| {
-        let (kubeconfig, plan) = (&kubeconfig, &plan);
-        async move {
-            let trust = clusters::connect::Trust::default();
-            let client = clusters::connect::client(kubeconfig, name, trust, timeout)
-                .await
-                .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
-            clusters::status::observe_cluster(&client, plan, name).await
-        }
-    })));
+    let trust = clusters::connect::Trust::default();
+    let plan_ref = &plan;
+    let results = runtime()?.block_on(clusters::each(&kubeconfig, &names, trust, timeout, |client, name| async move {
+        clusters::status::observe_cluster(&client, plan_ref, name).await
+    }));
     let mut outcome = report(&plan);
     let mut observed = Vec::new();
     for (name, result) in names.into_iter().zip(results) {
@@ -245,4 +229,9 @@ fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
         outcome = Outcome::Problems;
     }
     Ok(outcome)
+}
+
+/// The async runtime for commands that talk to clusters.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")
 }

@@ -166,3 +166,26 @@ where
         }
     }
 }
+
+/// Runs `work` against every named cluster concurrently, each with its own client; one
+/// result per cluster, in order. Connection failures are that cluster's result.
+pub async fn each<'a, T, F, Fut>(
+    kubeconfig: &'a Kubeconfig,
+    names: &'a [String],
+    trust: connect::Trust,
+    timeout: Duration,
+    work: F,
+) -> Vec<Result<T, String>>
+where
+    F: Fn(kube::Client, &'a str) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let work = &work;
+    futures::future::join_all(names.iter().map(|name| async move {
+        let client = connect::client(kubeconfig, name, trust, timeout)
+            .await
+            .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+        work(client, name).await
+    }))
+    .await
+}
