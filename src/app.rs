@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use flotilla_core::model::{ClusterState, Limits, Plan};
 use tracing::{info, warn};
 
-use crate::cli::{ApplyArgs, Cli, Command, Format, GetArgs, RenderArgs, SourceArgs, StatusArgs};
+use crate::cli::{ApplyArgs, Cli, Command, Format, GetArgs, RenderArgs, RunArgs, SourceArgs, StatusArgs};
 use crate::clusters;
 use crate::output;
 use crate::source;
@@ -41,6 +41,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Apply(args) => apply(args),
         Command::Get(args) => get(args),
         Command::Status(args) => status(args),
+        Command::Run(args) => run_controller(args),
     }
 }
 
@@ -234,4 +235,41 @@ fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
 /// The async runtime for commands that talk to clusters.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")
+}
+
+fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
+    let webhook_secret = match &args.webhook_secret_file {
+        Some(path) => {
+            let secret = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            Some(secret.trim_ascii().to_vec())
+        }
+        None => None,
+    };
+    let cache_dir = args.cache_dir.clone().unwrap_or_else(|| {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"));
+        base.join("flotilla").join("repos")
+    });
+    let config = crate::controller::Config {
+        repo: args.repo,
+        branch: args.branch,
+        path: args.path,
+        interval: std::time::Duration::from_secs(args.interval),
+        resync: std::time::Duration::from_secs(args.resync),
+        kubeconfig: args.kubeconfig,
+        listen: args.listen,
+        cache_dir,
+        webhook_secret,
+        instance: args.instance,
+        trust: clusters::connect::Trust {
+            exec_plugins: args.allow_exec_plugins,
+            insecure_tls: args.allow_insecure_tls,
+        },
+        concurrency: args.concurrency,
+        request_timeout: std::time::Duration::from_secs(args.request_timeout),
+        cluster_timeout: std::time::Duration::from_secs(args.cluster_timeout),
+    };
+    runtime()?.block_on(crate::controller::run(config))?;
+    Ok(Outcome::Clean)
 }

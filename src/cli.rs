@@ -37,6 +37,58 @@ pub enum Command {
     Get(GetArgs),
     /// Health of everything the repo places, per cluster and summed per object.
     Status(StatusArgs),
+    /// The controller: follow a Git branch and keep every member cluster reconciled.
+    Run(RunArgs),
+}
+
+/// `flotilla run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Repository: a URL (`file://`, `git://`) fetched into a cache, or a local path.
+    #[arg(long, env = "FLOTILLA_REPO")]
+    pub repo: String,
+    /// Branch to follow.
+    #[arg(long, default_value = "main", env = "FLOTILLA_BRANCH")]
+    pub branch: String,
+    /// Subdirectory of the repository holding the fleet.
+    #[arg(long, default_value = "", env = "FLOTILLA_PATH")]
+    pub path: String,
+    /// Seconds between fetches.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub interval: u64,
+    /// Seconds between reconciles when Git does not move (drift correction).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub resync: u64,
+    /// Kubeconfig with one context per member cluster (re-read every cycle).
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
+    pub kubeconfig: PathBuf,
+    /// Address for /healthz, /readyz, /metrics, /status and webhooks.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "FLOTILLA_LISTEN")]
+    pub listen: String,
+    /// File holding the webhook secret (HMAC key / GitLab token); without it webhooks are off.
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_WEBHOOK_SECRET_FILE")]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Where fetched repositories are cached.
+    #[arg(long, value_name = "DIR", env = "FLOTILLA_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Instance name: its inventory, and the only objects it deletes.
+    #[arg(long, default_value = "default", value_parser = instance_name)]
+    pub instance: String,
+    /// Trust kubeconfig credential plugins (exec, auth-provider).
+    #[arg(long)]
+    pub allow_exec_plugins: bool,
+    /// Trust kubeconfig clusters that skip TLS verification.
+    #[arg(long)]
+    pub allow_insecure_tls: bool,
+    /// Requests in flight per cluster.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Seconds before one request gives up.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub request_timeout: u64,
+    /// Seconds one cluster may take in total.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub cluster_timeout: u64,
 }
 
 /// `flotilla status`.

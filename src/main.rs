@@ -8,6 +8,7 @@ use clap::Parser;
 mod app;
 mod cli;
 mod clusters;
+mod controller;
 mod output;
 mod source;
 mod telemetry;

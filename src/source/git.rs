@@ -18,22 +18,32 @@ fn git(what: impl Into<String>) -> impl FnOnce(git2::Error) -> SourceError {
 /// Reads `rev` of the repository containing `path`, limited to the subtree at `path`.
 pub fn read(path: &Path, rev: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
     let repo = Repository::discover(path).map_err(git(format!("{} is not inside a Git repository", path.display())))?;
+    let prefix = subdirectory(&repo, path)?;
+    read_tree(&repo, rev, &prefix, limits)
+}
+
+/// Reads `rev` of the repository at `repo_dir` (bare or not), limited to `prefix`.
+pub fn read_subtree(repo_dir: &Path, rev: &str, prefix: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
+    let repo = Repository::open(repo_dir).map_err(git(format!("{} is not a Git repository", repo_dir.display())))?;
+    read_tree(&repo, rev, prefix.trim_matches('/'), limits)
+}
+
+fn read_tree(repo: &Repository, rev: &str, prefix: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
     let commit = repo
         .revparse_single(rev)
         .and_then(|o| o.peel_to_commit())
         .map_err(git(format!("cannot resolve revision {rev}")))?;
     let root = commit.tree().map_err(git("cannot read the commit's tree"))?;
-    let prefix = subdirectory(&repo, path)?;
     let tree = if prefix.is_empty() {
         root
     } else {
-        root.get_path(Path::new(&prefix))
-            .and_then(|e| e.to_object(&repo))
+        root.get_path(Path::new(prefix))
+            .and_then(|e| e.to_object(repo))
             .and_then(|o| o.peel_to_tree())
             .map_err(git(format!("{prefix} does not exist at {rev}")))?
     };
     let mut collector = Collector::new(limits);
-    walk(&repo, &tree, &tree, "", &mut collector)?;
+    walk(repo, &tree, &tree, "", &mut collector)?;
     let mut files = collector.files;
     files.revision = commit.id().to_string();
     Ok(files)

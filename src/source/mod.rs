@@ -69,6 +69,12 @@ pub fn read(repo: &Path, rev: Option<&str>, limits: &Limits) -> Result<RepoFiles
     }
 }
 
+/// Reads revision `rev` of the repository at `repo_dir` (a bare cache or a local
+/// repository), limited to the subdirectory `prefix`.
+pub fn read_git_subtree(repo_dir: &Path, rev: &str, prefix: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
+    git::read_subtree(repo_dir, rev, prefix, limits)
+}
+
 /// Accumulates files under the limits.
 struct Collector<'a> {
     limits: &'a Limits,

@@ -47,7 +47,7 @@ async fn config_maps(members: &Members, cluster: &str, ns: &str) -> Vec<String> 
 }
 
 /// A repo of three members and, in namespace `ns`, ConfigMaps placed by name.
-fn fleet(ns: &str, placements: &[(&str, &[&str])]) -> String {
+pub fn fleet(ns: &str, placements: &[(&str, &[&str])]) -> String {
     let mut docs = vec![format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n")];
     for m in 1..=3 {
         docs.push(format!("apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: member{m}}}\nspec: {{syncMode: Push}}\n"));

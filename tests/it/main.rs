@@ -1,7 +1,8 @@
 //! flotilla's one integration test binary.
 
-mod apply; // `flotilla apply` on real members: seeds, no-op, prune, broken commits, a dead member
+pub mod apply; // `flotilla apply` on real members: seeds, no-op, prune, broken commits, a dead member
 mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir
+mod controller; // `flotilla run` with a real git daemon: follow, keep last good, webhooks
 mod e2e; // the member clusters themselves: real pods, readiness, isolation
 mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields
 mod members; // the member-cluster harness (hack/local-up.sh, per-test namespaces)

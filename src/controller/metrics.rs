@@ -1,0 +1,105 @@
+//! The controller's Prometheus metrics (OpenMetrics text at `/metrics`).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels naming a cluster.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabel {
+    /// Cluster name.
+    pub cluster: String,
+}
+
+/// Labels of an error.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// Cluster name, or `-` for errors before any cluster (fetch, render).
+    pub cluster: String,
+    /// A fixed reason: fetch, render, reconcile, object.
+    pub reason: String,
+}
+
+/// Labels of a webhook delivery.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// github, gitlab or generic.
+    pub source: String,
+    /// accepted, bad_signature, too_large, malformed.
+    pub outcome: String,
+}
+
+/// Labels of the last applied revision.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RevisionLabels {
+    /// Cluster name.
+    pub cluster: String,
+    /// Commit id.
+    pub revision: String,
+}
+
+/// Every metric the controller exports.
+pub struct Metrics {
+    /// Seconds per fetch.
+    pub fetch_seconds: Histogram,
+    /// Seconds per reconcile of one cluster.
+    pub reconcile_seconds: Family<ClusterLabel, Histogram>,
+    /// Objects applied.
+    pub applied: Family<ClusterLabel, Counter>,
+    /// Objects pruned.
+    pub pruned: Family<ClusterLabel, Counter>,
+    /// Errors by cluster and reason.
+    pub errors: Family<ErrorLabels, Counter>,
+    /// 1 for the revision last applied to each cluster.
+    pub applied_revision: Family<RevisionLabels, Gauge>,
+    /// 1 while the newest revision fails to render (the last good one stays applied).
+    pub render_failing: Gauge,
+    /// Webhook deliveries by outcome.
+    pub webhooks: Family<WebhookLabels, Counter>,
+}
+
+impl Metrics {
+    /// Creates and registers the metrics.
+    pub fn new(registry: &mut Registry) -> Self {
+        let seconds = || Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        let metrics = Self {
+            fetch_seconds: seconds(),
+            reconcile_seconds: Family::new_with_constructor(seconds),
+            applied: Family::default(),
+            pruned: Family::default(),
+            errors: Family::default(),
+            applied_revision: Family::default(),
+            render_failing: Gauge::default(),
+            webhooks: Family::default(),
+        };
+        registry.register("flotilla_fetch_seconds", "Git fetch duration", metrics.fetch_seconds.clone());
+        registry.register(
+            "flotilla_reconcile_seconds",
+            "Reconcile duration per cluster",
+            metrics.reconcile_seconds.clone(),
+        );
+        registry.register("flotilla_applied_objects", "Objects written by server-side apply", metrics.applied.clone());
+        registry.register("flotilla_pruned_objects", "Objects deleted by prune", metrics.pruned.clone());
+        registry.register("flotilla_errors", "Errors by cluster and reason", metrics.errors.clone());
+        registry.register(
+            "flotilla_applied_revision",
+            "Revision last applied per cluster",
+            metrics.applied_revision.clone(),
+        );
+        registry.register(
+            "flotilla_render_failing",
+            "1 while the newest revision does not render",
+            metrics.render_failing.clone(),
+        );
+        registry.register("flotilla_webhooks", "Webhook deliveries by outcome", metrics.webhooks.clone());
+        metrics
+    }
+
+    /// Counts an error.
+    pub fn error(&self, cluster: &str, reason: &str) {
+        self.errors.get_or_create(&ErrorLabels { cluster: cluster.into(), reason: reason.into() }).inc();
+    }
+}

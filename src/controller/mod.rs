@@ -1,0 +1,254 @@
+//! `flotilla run`: the long-running controller. Each cycle fetches the watched branch,
+//! renders a new revision completely, and reconciles every member cluster. A revision
+//! that does not render is reported and the last good one stays applied (nothing is
+//! pruned); a periodic resync corrects drift even when Git did not move; a webhook
+//! push wakes the loop at once.
+
+mod git;
+pub mod metrics;
+pub mod server;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use flotilla_core::model::{ClusterState, Limits, Plan};
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+use tokio::sync::Notify;
+use tracing::{error, info, warn};
+
+use crate::clusters;
+use metrics::{ClusterLabel, Metrics, RevisionLabels};
+
+/// Settings of the controller.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// URL (`file://`, `git://`) or local repository path.
+    pub repo: String,
+    /// Branch to follow.
+    pub branch: String,
+    /// Subdirectory of the repository that holds the fleet (empty: the root).
+    pub path: String,
+    /// Poll interval.
+    pub interval: Duration,
+    /// Reconcile at least this often even without a new revision.
+    pub resync: Duration,
+    /// Kubeconfig with one context per member (re-read every cycle).
+    pub kubeconfig: PathBuf,
+    /// Where to serve HTTP.
+    pub listen: String,
+    /// Bare caches of fetched remotes.
+    pub cache_dir: PathBuf,
+    /// Shared secret for webhooks; none disables them.
+    pub webhook_secret: Option<Vec<u8>>,
+    /// Instance name (inventory, prune scope).
+    pub instance: String,
+    /// Per-cluster apply settings.
+    pub trust: clusters::connect::Trust,
+    /// Requests in flight per cluster.
+    pub concurrency: usize,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+    /// Per-cluster timeout.
+    pub cluster_timeout: Duration,
+}
+
+/// What `/status` reports.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Status {
+    /// Newest revision seen on the branch.
+    pub head: Option<String>,
+    /// Revision last applied to every cluster without a cluster-level failure.
+    pub applied: Option<String>,
+    /// Why the newest revision is not applied, if it is not.
+    pub error: Option<String>,
+    /// Per cluster: the last outcome.
+    pub clusters: std::collections::BTreeMap<String, String>,
+    /// Per cluster: the revision last applied there.
+    pub revisions: std::collections::BTreeMap<String, String>,
+}
+
+/// State shared between the loop and the HTTP server.
+pub struct Shared {
+    /// Metrics registry.
+    pub registry: Registry,
+    /// The metrics.
+    pub metrics: Metrics,
+    /// Set once a revision has been applied.
+    pub ready: AtomicBool,
+    /// Wakes the loop (webhooks).
+    pub trigger: Notify,
+    /// Webhook secret.
+    pub webhook_secret: Option<Vec<u8>>,
+    /// The branch webhooks must name.
+    pub branch: String,
+    /// Reported by `/status`.
+    pub status: Mutex<Status>,
+}
+
+/// Runs until interrupted (Ctrl-C / SIGINT).
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let mut registry = Registry::default();
+    let metrics = Metrics::new(&mut registry);
+    let shared = Arc::new(Shared {
+        registry,
+        metrics,
+        ready: AtomicBool::new(false),
+        trigger: Notify::new(),
+        webhook_secret: config.webhook_secret.clone(),
+        branch: config.branch.clone(),
+        status: Mutex::new(Status::default()),
+    });
+    let listener = tokio::net::TcpListener::bind(&config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    info!(address = %listener.local_addr()?, "serving /healthz, /readyz, /metrics, /status and webhooks");
+    let app = server::router(shared.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let (repo, branch, cache) = (config.repo.clone(), config.branch.clone(), config.cache_dir.clone());
+    let opened = tokio::task::spawn_blocking(move || git::Watched::open(&repo, &branch, &cache)).await?;
+    // libgit2 repositories may move between threads but not be shared: one at a time.
+    let watched = Arc::new(Mutex::new(opened.context("opening the repository")?));
+    let mut applied: Option<git2::Oid> = None;
+    let mut last_reconcile: Option<Instant> = None;
+    loop {
+        if let Some(head) = fetch(&watched, &shared).await {
+            let moved = applied != Some(head);
+            let due = last_reconcile.is_none_or(|t| t.elapsed() >= config.resync);
+            let rewritten = applied.filter(|p| moved && !watched.lock().expect("repository lock").descends(head, *p));
+            if let Some(previous) = rewritten {
+                warn!(%previous, %head, "the branch was rewritten (force-push or reset); applying the new head");
+            }
+            if moved || due {
+                if cycle(&config, &watched, head, &shared).await {
+                    applied = Some(head);
+                }
+                last_reconcile = Some(Instant::now());
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(config.interval) => {}
+            _ = shared.trigger.notified() => info!("webhook: fetching now"),
+            _ = tokio::signal::ctrl_c() => {
+                info!("interrupted; stopping");
+                return Ok(());
+            }
+        }
+    }
+}
+
+async fn fetch(watched: &Arc<Mutex<git::Watched>>, shared: &Shared) -> Option<git2::Oid> {
+    let clock = Instant::now();
+    let w = watched.clone();
+    let result =
+        tokio::task::spawn_blocking(move || w.lock().expect("repository lock").head()).await.expect("fetch task");
+    shared.metrics.fetch_seconds.observe(clock.elapsed().as_secs_f64());
+    match result {
+        Ok(head) => {
+            shared.status.lock().expect("status lock").head = Some(head.to_string());
+            Some(head)
+        }
+        Err(e) => {
+            shared.metrics.error("-", "fetch");
+            error!(error = format!("{:#}", anyhow::Error::new(e)), "fetch failed; keeping what is applied");
+            None
+        }
+    }
+}
+
+/// Renders and reconciles one revision; true when every cluster was reconciled.
+async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, shared: &Shared) -> bool {
+    let dir = watched.lock().expect("repository lock").path();
+    let rev = head.to_string();
+    let subdir = config.path.clone();
+    let rendered = tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {
+        let limits = Limits::default();
+        let files = crate::source::read_git_subtree(&dir, &rev, &subdir, &limits)?;
+        Ok(flotilla_core::plan(&files, &ClusterState::default(), &limits)?)
+    })
+    .await
+    .expect("render task");
+    let plan = match rendered {
+        Ok(plan) => plan,
+        Err(e) => {
+            let message = format!("{e:#}");
+            error!(revision = %head, error = %message, "revision does not render; the last good revision stays applied");
+            shared.metrics.error("-", "render");
+            shared.metrics.render_failing.set(1);
+            shared.status.lock().expect("status lock").error = Some(format!("{head}: {message}"));
+            return false;
+        }
+    };
+    shared.metrics.render_failing.set(0);
+    for p in &plan.problems {
+        warn!(object = %p.object, reason = ?p.reason, message = %p.message, "render problem");
+    }
+    let kubeconfig = match clusters::connect::read(&config.kubeconfig) {
+        Ok(k) => k,
+        Err(e) => {
+            shared.metrics.error("-", "kubeconfig");
+            error!(error = format!("{:#}", anyhow::Error::new(e)), "cannot read the kubeconfig");
+            return false;
+        }
+    };
+    let names: Vec<String> = plan.loaded.clusters.iter().map(|c| c.name.clone()).collect();
+    let options = clusters::Options {
+        progress: false,
+        instance: &config.instance,
+        trust: config.trust,
+        budget: Default::default(),
+        concurrency: config.concurrency,
+        request_timeout: config.request_timeout,
+        cluster_timeout: config.cluster_timeout,
+    };
+    let clock = Instant::now();
+    let outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;
+    let mut all_ok = true;
+    let mut status = shared.status.lock().expect("status lock");
+    for (cluster, outcome) in outcomes {
+        let label = ClusterLabel { cluster: cluster.clone() };
+        shared.metrics.reconcile_seconds.get_or_create(&label).observe(clock.elapsed().as_secs_f64());
+        let line = match outcome {
+            Ok(report) => {
+                shared.metrics.applied.get_or_create(&label).inc_by(report.applied.len() as u64);
+                shared.metrics.pruned.get_or_create(&label).inc_by(report.pruned.len() as u64);
+                for _ in &report.failed {
+                    shared.metrics.error(&cluster, "object");
+                }
+                if let Some(old) = status.revisions.insert(cluster.clone(), head.to_string()) {
+                    shared.metrics.applied_revision.remove(&RevisionLabels { cluster: cluster.clone(), revision: old });
+                }
+                shared
+                    .metrics
+                    .applied_revision
+                    .get_or_create(&RevisionLabels { cluster: cluster.clone(), revision: head.to_string() })
+                    .set(1);
+                format!(
+                    "{head}: {} applied, {} unchanged, {} pruned, {} failed",
+                    report.applied.len(),
+                    report.unchanged,
+                    report.pruned.len(),
+                    report.failed.len()
+                )
+            }
+            Err(e) => {
+                all_ok = false;
+                shared.metrics.error(&cluster, "reconcile");
+                error!(cluster, error = %e, "cluster not reconciled");
+                format!("{head}: failed: {e}")
+            }
+        };
+        info!(cluster, "{line}");
+        status.clusters.insert(cluster, line);
+    }
+    if all_ok {
+        status.applied = Some(head.to_string());
+        status.error = None;
+        shared.ready.store(true, Ordering::Relaxed);
+    }
+    all_ok
+}

@@ -1,0 +1,196 @@
+//! `flotilla run` against a real git server process (`git daemon`) and real members.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, KeyInit, Mac};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use sha2::Sha256;
+
+use crate::apply::fleet;
+use crate::members::members;
+use crate::support::write;
+
+/// Kills a child process when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn commit_and_push(work: &Path, message: &str) {
+    git(work, &["add", "-A"]);
+    git(work, &["-c", "user.name=test", "-c", "user.email=test@example.invalid", "commit", "-qm", message]);
+    git(work, &["push", "-q", "origin", "HEAD:main"]);
+}
+
+/// A plain HTTP/1.1 request; returns the status code and body.
+fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let _ = stream.write_all(body);
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+}
+
+fn sign(secret: &[u8], body: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).unwrap();
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+async fn wait_for<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_takes_webhooks() {
+    let members = members();
+    let ns = "e2e-ctrl";
+    let served = tempfile::tempdir().unwrap();
+    git(served.path(), &["init", "-q", "--bare", "-b", "main", "fleet.git"]);
+    let work = tempfile::tempdir().unwrap();
+    git(work.path(), &["clone", "-q", served.path().join("fleet.git").to_str().unwrap(), "."]);
+    write(work.path(), "fleet.yaml", fleet(ns, &[("first", &["member1"])]).as_bytes());
+    commit_and_push(work.path(), "first");
+
+    let git_port = free_port();
+    let _daemon = Running(
+        Command::new("git")
+            .args(["daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", &format!("--port={git_port}")])
+            .arg(format!("--base-path={}", served.path().display()))
+            .arg(served.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let secret = b"hook-secret-9f2";
+    let secret_file = work.path().join("../secret");
+    std::fs::write(&secret_file, secret).unwrap();
+    let http_port = free_port();
+    let cache = tempfile::tempdir().unwrap();
+    let _controller = Running(
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args([
+                "run",
+                "--repo",
+                &format!("git://127.0.0.1:{git_port}/fleet.git"),
+                "--interval",
+                "60",
+                "--instance",
+                "ctrl",
+            ])
+            .args([
+                "--kubeconfig",
+                members.kubeconfig().to_str().unwrap(),
+                "--listen",
+                &format!("127.0.0.1:{http_port}"),
+            ])
+            .args([
+                "--cache-dir",
+                cache.path().to_str().unwrap(),
+                "--webhook-secret-file",
+                secret_file.to_str().unwrap(),
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Wait for the server, then for the first revision.
+    wait_for("readyz", Duration::from_secs(60), || async {
+        TcpStream::connect(("127.0.0.1", http_port)).is_ok() && http(http_port, "GET", "/readyz", &[], b"").0 == 200
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
+    assert!(cms.get_opt("first").await.unwrap().is_some());
+
+    let push = |branch: &str| format!(r#"{{"ref":"refs/heads/{branch}","after":"0"}}"#).into_bytes();
+    let deliver =
+        |body: &[u8]| http(http_port, "POST", "/webhook/github", &[("X-Hub-Signature-256", &sign(secret, body))], body);
+
+    // A broken commit: reported, nothing changes, the last good revision stays applied.
+    write(work.path(), "broken.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: oops\n");
+    commit_and_push(work.path(), "broken");
+    assert_eq!(deliver(&push("main")).0, 202);
+    wait_for("render_failing 1", Duration::from_secs(20), || async {
+        http(http_port, "GET", "/metrics", &[], b"").1.lines().any(|l| l == "flotilla_render_failing 1")
+    })
+    .await;
+    let (_, status) = http(http_port, "GET", "/status", &[], b"");
+    assert!(status.contains("broken.yaml"), "{status}");
+    assert!(cms.get_opt("first").await.unwrap().is_some(), "the last good revision stays");
+
+    // The fix, announced by a signed webhook, applies at once (the poll interval is 60 s).
+    std::fs::remove_file(work.path().join("broken.yaml")).unwrap();
+    write(work.path(), "fleet.yaml", fleet(ns, &[("first", &["member1"]), ("second", &["member1"])]).as_bytes());
+    commit_and_push(work.path(), "second");
+    let pushed = Instant::now();
+    assert_eq!(deliver(&push("main")).0, 202);
+    wait_for("the second ConfigMap", Duration::from_secs(20), || async {
+        cms.get_opt("second").await.unwrap().is_some()
+    })
+    .await;
+    let latency = pushed.elapsed();
+    assert!(http(http_port, "GET", "/metrics", &[], b"").1.lines().any(|l| l == "flotilla_render_failing 0"));
+
+    // Refused without a fetch: a bad signature, an oversized body, a malformed payload,
+    // a push to another branch.
+    let body = push("main");
+    assert_eq!(http(http_port, "POST", "/webhook/github", &[("X-Hub-Signature-256", "sha256=00")], &body).0, 401);
+    let huge = vec![b'x'; 2 << 20];
+    assert_eq!(
+        http(http_port, "POST", "/webhook/github", &[("X-Hub-Signature-256", &sign(secret, &huge))], &huge).0,
+        413
+    );
+    assert_eq!(deliver(b"{not json").0, 400);
+    assert_eq!(deliver(&push("other")).0, 202);
+    assert_eq!(http(http_port, "POST", "/webhook/gitlab", &[("X-Gitlab-Token", "wrong")], &body).0, 401);
+    let metrics = http(http_port, "GET", "/metrics", &[], b"").1;
+    for outcome in ["bad_signature", "malformed", "other_branch", "accepted"] {
+        assert!(metrics.contains(&format!("outcome=\"{outcome}\"")), "{outcome} counted:\n{metrics}");
+    }
+    assert_eq!(http(http_port, "GET", "/healthz", &[], b"").0, 200, "still serving after hostile deliveries");
+    eprintln!("webhook push to applied: {latency:?}");
+}
