@@ -261,7 +261,7 @@ fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
         listen: args.listen,
         cache_dir,
         webhook_secret,
-        instance: args.instance,
+        instance: args.instance.clone(),
         trust: clusters::connect::Trust {
             exec_plugins: args.allow_exec_plugins,
             insecure_tls: args.allow_insecure_tls,
@@ -269,6 +269,12 @@ fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
         concurrency: args.concurrency,
         request_timeout: std::time::Duration::from_secs(args.request_timeout),
         cluster_timeout: std::time::Duration::from_secs(args.cluster_timeout),
+        election: args.leader_elect.then(|| crate::controller::Election {
+            host: args.host_kubeconfig.clone().map(|p| (p, args.host_context.clone())),
+            namespace: args.lease_namespace.clone(),
+            name: format!("flotilla-{}", args.instance),
+            duration: args.lease_duration,
+        }),
     };
     runtime()?.block_on(crate::controller::run(config))?;
     Ok(Outcome::Clean)

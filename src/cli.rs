@@ -89,6 +89,21 @@ pub struct RunArgs {
     /// Seconds one cluster may take in total.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub cluster_timeout: u64,
+    /// Run only while holding a Lease in the host cluster, so replicas can stand by.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Kubeconfig of the host cluster that holds the Lease (default: in-cluster config).
+    #[arg(long, value_name = "FILE", requires = "leader_elect")]
+    pub host_kubeconfig: Option<PathBuf>,
+    /// Context of the host kubeconfig.
+    #[arg(long, value_name = "NAME", requires = "host_kubeconfig")]
+    pub host_context: Option<String>,
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "flotilla-system", env = "POD_NAMESPACE")]
+    pub lease_namespace: String,
+    /// Seconds a lease stays valid without renewal; a standby takes over after it.
+    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+    pub lease_duration: u64,
 }
 
 /// `flotilla status`.

@@ -54,6 +54,75 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Per-cluster timeout.
     pub cluster_timeout: Duration,
+    /// Leader election, when replicas share the work.
+    pub election: Option<Election>,
+}
+
+/// Where the Lease lives and how long it lasts.
+#[derive(Debug, Clone)]
+pub struct Election {
+    /// Host kubeconfig and context; `None` uses in-cluster configuration.
+    pub host: Option<(PathBuf, Option<String>)>,
+    /// Namespace of the Lease.
+    pub namespace: String,
+    /// Lease name.
+    pub name: String,
+    /// Seconds of validity without renewal.
+    pub duration: u64,
+}
+
+/// A watch on lease ownership, or always-leading without election.
+struct Leadership {
+    watch: Option<tokio::sync::watch::Receiver<bool>>,
+    _task: Option<
+        tokio::task::JoinHandle<Result<kube_lease_manager::LeaseManager, kube_lease_manager::LeaseManagerError>>,
+    >,
+}
+
+impl Leadership {
+    async fn start(election: Option<&Election>) -> anyhow::Result<Self> {
+        let Some(election) = election else { return Ok(Self { watch: None, _task: None }) };
+        let config = match &election.host {
+            Some((path, context)) => {
+                let kubeconfig = kube::config::Kubeconfig::read_from(path).context("reading the host kubeconfig")?;
+                let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
+                kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.context("host kubeconfig")?
+            }
+            None => kube::Config::incluster().context("in-cluster configuration for the Lease")?,
+        };
+        let client = kube::Client::try_from(config).context("host cluster client")?;
+        let identity =
+            format!("{}-{}", std::env::var("HOSTNAME").unwrap_or_else(|_| "flotilla".into()), std::process::id());
+        let grace = (election.duration / 3).max(1);
+        let manager = kube_lease_manager::LeaseManagerBuilder::new(client, &election.name)
+            .with_namespace(&election.namespace)
+            .with_identity(identity)
+            .with_duration(election.duration)
+            .with_grace(grace)
+            .with_field_manager("flotilla-lease")
+            .build()
+            .await
+            .context("creating the lease manager")?;
+        let (watch, task) = manager.watch().await;
+        info!(lease = %format!("{}/{}", election.namespace, election.name), "leader election on");
+        Ok(Self { watch: Some(watch), _task: Some(task) })
+    }
+
+    fn leading(&self) -> bool {
+        self.watch.as_ref().is_none_or(|w| *w.borrow())
+    }
+
+    /// Resolves when leadership changes (never without election).
+    async fn changed(&mut self) {
+        match &mut self.watch {
+            Some(w) => {
+                if w.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
 }
 
 /// What `/status` reports.
@@ -113,9 +182,25 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let opened = tokio::task::spawn_blocking(move || git::Watched::open(&repo, &branch, &cache)).await?;
     // libgit2 repositories may move between threads but not be shared: one at a time.
     let watched = Arc::new(Mutex::new(opened.context("opening the repository")?));
+    let mut leadership = Leadership::start(config.election.as_ref()).await?;
     let mut applied: Option<git2::Oid> = None;
     let mut last_reconcile: Option<Instant> = None;
     loop {
+        if !leadership.leading() {
+            // A standby is not ready: webhooks and traffic go to the leader.
+            shared.ready.store(false, Ordering::Relaxed);
+            info!("standing by: another instance holds the lease");
+            tokio::select! {
+                _ = leadership.changed() => {
+                    if leadership.leading() {
+                        info!("acquired the lease; taking over");
+                        applied = None;
+                    }
+                    continue;
+                }
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+            }
+        }
         if let Some(head) = fetch(&watched, &shared).await {
             let moved = applied != Some(head);
             let due = last_reconcile.is_none_or(|t| t.elapsed() >= config.resync);
@@ -124,14 +209,22 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 warn!(%previous, %head, "the branch was rewritten (force-push or reset); applying the new head");
             }
             if moved || due {
-                if cycle(&config, &watched, head, &shared).await {
-                    applied = Some(head);
+                // Losing the lease cancels the cycle; a cut-short reconcile is finished
+                // by whoever leads next (the inventory makes that safe).
+                tokio::select! {
+                    done = cycle(&config, &watched, head, &shared) => {
+                        if done {
+                            applied = Some(head);
+                        }
+                    }
+                    _ = leadership.changed() => warn!("lost the lease during a reconcile; stopping it"),
                 }
                 last_reconcile = Some(Instant::now());
             }
         }
         tokio::select! {
             _ = tokio::time::sleep(config.interval) => {}
+            _ = leadership.changed() => {}
             _ = shared.trigger.notified() => info!("webhook: fetching now"),
             _ = tokio::signal::ctrl_c() => {
                 info!("interrupted; stopping");

@@ -194,3 +194,95 @@ async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_take
     assert_eq!(http(http_port, "GET", "/healthz", &[], b"").0, 200, "still serving after hostile deliveries");
     eprintln!("webhook push to applied: {latency:?}");
 }
+
+/// A served repository and its working clone.
+struct Served {
+    served: tempfile::TempDir,
+    work: tempfile::TempDir,
+    _daemon: Running,
+    port: u16,
+}
+
+fn serve(initial: &str) -> Served {
+    let served = tempfile::tempdir().unwrap();
+    git(served.path(), &["init", "-q", "--bare", "-b", "main", "fleet.git"]);
+    let work = tempfile::tempdir().unwrap();
+    git(work.path(), &["clone", "-q", served.path().join("fleet.git").to_str().unwrap(), "."]);
+    write(work.path(), "fleet.yaml", initial.as_bytes());
+    commit_and_push(work.path(), "initial");
+    let port = free_port();
+    let daemon = Command::new("git")
+        .args(["daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", &format!("--port={port}")])
+        .arg(format!("--base-path={}", served.path().display()))
+        .arg(served.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Served { served, work, _daemon: Running(daemon), port }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
+    let members = members();
+    let ns = "e2e-lease";
+    let repo = serve(&fleet(ns, &[("one", &["member1"])]));
+    let _keep = &repo.served;
+    let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
+    let start = |http_port: u16, cache: &Path| {
+        Running(
+            Command::new(env!("CARGO_BIN_EXE_flotilla"))
+                .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--interval", "1"])
+                .args([
+                    "--instance",
+                    "lease",
+                    "--kubeconfig",
+                    &kubeconfig,
+                    "--listen",
+                    &format!("127.0.0.1:{http_port}"),
+                ])
+                .args(["--cache-dir", cache.to_str().unwrap(), "--leader-elect", "--host-kubeconfig", &kubeconfig])
+                .args(["--host-context", "member3", "--lease-namespace", "default", "--lease-duration", "4"])
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let (port_a, port_b) = (free_port(), free_port());
+    let (cache_a, cache_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start(port_a, cache_a.path());
+    let b = start(port_b, cache_b.path());
+    let ready =
+        |port: u16| TcpStream::connect(("127.0.0.1", port)).is_ok() && http(port, "GET", "/readyz", &[], b"").0 == 200;
+    wait_for("a leader", Duration::from_secs(60), || async { ready(port_a) || ready(port_b) }).await;
+    let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
+    assert!(cms.get_opt("one").await.unwrap().is_some());
+    // Only one instance leads; the other stands by, not ready.
+    for _ in 0..10 {
+        assert!(ready(port_a) != ready(port_b), "exactly one leader");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (leader_port, standby_port) = if ready(port_a) { (port_a, port_b) } else { (port_b, port_a) };
+    // Kill the leader outright; the standby takes over within the lease duration.
+    let killed = Instant::now();
+    sigkill(if leader_port == port_a { &a } else { &b });
+    wait_for("the standby to lead", Duration::from_secs(15), || async { ready(standby_port) }).await;
+    let takeover = killed.elapsed();
+    assert!(takeover < Duration::from_secs(4 + 4), "takeover took {takeover:?}");
+    write(repo.work.path(), "fleet.yaml", fleet(ns, &[("one", &["member1"]), ("two", &["member1"])]).as_bytes());
+    commit_and_push(repo.work.path(), "two");
+    wait_for("the new leader to apply", Duration::from_secs(20), || async {
+        cms.get_opt("two").await.unwrap().is_some()
+    })
+    .await;
+    assert!(cms.get_opt("one").await.unwrap().is_some(), "nothing lost in the handover");
+    eprintln!("lease takeover after SIGKILL of the leader: {takeover:?}");
+}
+
+/// SIGKILLs a running process (its guard still reaps it).
+fn sigkill(guard: &Running) {
+    let pid = guard.0.id().to_string();
+    assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
+}
