@@ -286,3 +286,121 @@ fn sigkill(guard: &Running) {
     let pid = guard.0.id().to_string();
     assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
 }
+
+/// deploy/'s RBAC applied to a host cluster is enough for the controller to lead with a
+/// real ServiceAccount token from that API server, and grants nothing more.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_deploy_rbac_is_enough_and_no_more() {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let members = members();
+    let host = members.client("member3").await;
+    let ssa = PatchParams::apply("e2e").force();
+    let manifests = std::fs::read_to_string(crate::support::root().join("deploy/flotilla.yaml")).unwrap();
+    for doc in manifests.split("\n---\n") {
+        let value: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
+        let name = value["metadata"]["name"].as_str().unwrap().to_owned();
+        match value["kind"].as_str().unwrap() {
+            "Namespace" => {
+                drop(Api::<Namespace>::all(host.clone()).patch(&name, &ssa, &Patch::Apply(&value)).await.unwrap())
+            }
+            "ServiceAccount" => drop(
+                Api::<ServiceAccount>::namespaced(host.clone(), "flotilla-system")
+                    .patch(&name, &ssa, &Patch::Apply(&value))
+                    .await
+                    .unwrap(),
+            ),
+            "Role" => drop(
+                Api::<Role>::namespaced(host.clone(), "flotilla-system")
+                    .patch(&name, &ssa, &Patch::Apply(&value))
+                    .await
+                    .unwrap(),
+            ),
+            "RoleBinding" => drop(
+                Api::<RoleBinding>::namespaced(host.clone(), "flotilla-system")
+                    .patch(&name, &ssa, &Patch::Apply(&value))
+                    .await
+                    .unwrap(),
+            ),
+            _ => {}
+        }
+    }
+    let request: TokenRequest =
+        serde_json::from_value(serde_json::json!({"spec": {"audiences": [], "expirationSeconds": 3600}})).unwrap();
+    let token = Api::<ServiceAccount>::namespaced(host.clone(), "flotilla-system")
+        .create_token_request("flotilla", &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    // A kubeconfig for the host cluster that authenticates as the ServiceAccount.
+    let members_config: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(members.kubeconfig()).unwrap()).unwrap();
+    let cluster =
+        members_config["clusters"].as_array().unwrap().iter().find(|c| c["name"] == "member3").unwrap().clone();
+    let sa_config = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
+        "users": [{"name": "flotilla", "user": {"token": token}}],
+        "contexts": [{"name": "host", "context": {"cluster": "member3", "user": "flotilla"}}], "current-context": "host"
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let sa_path = dir.path().join("host.config");
+    std::fs::write(&sa_path, serde_json::to_string(&sa_config).unwrap()).unwrap();
+
+    // No more than it needs: nothing outside its namespace, no workloads, no nodes.
+    let kc = kube::config::Kubeconfig::read_from(&sa_path).unwrap();
+    let as_sa =
+        kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap();
+    let can = |verb: &str, group: &str, resource: &str, ns: Option<&str>| {
+        let review: SelfSubjectAccessReview = serde_json::from_value(serde_json::json!({"spec": {"resourceAttributes":
+            {"verb": verb, "group": group, "resource": resource, "namespace": ns}}}))
+        .unwrap();
+        let api = Api::<SelfSubjectAccessReview>::all(as_sa.clone());
+        async move { api.create(&PostParams::default(), &review).await.unwrap().status.unwrap().allowed }
+    };
+    assert!(can("update", "coordination.k8s.io", "leases", Some("flotilla-system")).await);
+    assert!(can("get", "", "secrets", Some("flotilla-system")).await);
+    assert!(!can("get", "", "secrets", Some("kube-system")).await);
+    assert!(!can("create", "apps", "deployments", Some("flotilla-system")).await);
+    assert!(!can("update", "coordination.k8s.io", "leases", Some("kube-system")).await);
+    assert!(!can("list", "", "nodes", None).await);
+
+    // And enough: the controller leads with it and applies.
+    let repo = serve(&fleet("e2e-sa", &[("via-sa", &["member2"])]));
+    let http_port = free_port();
+    let cache = tempfile::tempdir().unwrap();
+    let _controller = Running(
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--instance", "sa"])
+            .args([
+                "--kubeconfig",
+                members.kubeconfig().to_str().unwrap(),
+                "--listen",
+                &format!("127.0.0.1:{http_port}"),
+            ])
+            .args([
+                "--cache-dir",
+                cache.path().to_str().unwrap(),
+                "--leader-elect",
+                "--host-kubeconfig",
+                sa_path.to_str().unwrap(),
+            ])
+            .args(["--lease-namespace", "flotilla-system", "--lease-duration", "5"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the ServiceAccount-backed controller to lead", Duration::from_secs(60), || async {
+        TcpStream::connect(("127.0.0.1", http_port)).is_ok() && http(http_port, "GET", "/readyz", &[], b"").0 == 200
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(members.client("member2").await, "e2e-sa");
+    assert!(cms.get_opt("via-sa").await.unwrap().is_some());
+}
