@@ -123,28 +123,22 @@ fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
     };
     let options = clusters::Options {
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        instance: &args.instance,
+        instance: &args.reconcile.instance,
         trust: clusters::connect::Trust {
-            exec_plugins: args.allow_exec_plugins,
-            insecure_tls: args.allow_insecure_tls,
+            exec_plugins: args.reconcile.allow_exec_plugins,
+            insecure_tls: args.reconcile.allow_insecure_tls,
         },
         budget: flotilla_core::diff::PruneBudget { force: args.force_prune, ..Default::default() },
-        concurrency: args.concurrency,
-        request_timeout: std::time::Duration::from_secs(args.request_timeout),
-        cluster_timeout: std::time::Duration::from_secs(args.cluster_timeout),
+        concurrency: args.reconcile.concurrency,
+        request_timeout: std::time::Duration::from_secs(args.reconcile.request_timeout),
+        cluster_timeout: std::time::Duration::from_secs(args.reconcile.cluster_timeout),
     };
     let outcomes = runtime()?.block_on(clusters::reconcile_all(&plan, &kubeconfig, &names, options));
     let mut outcome = report(&plan);
     for (cluster, result) in outcomes {
         match result {
             Ok(r) => {
-                println!(
-                    "{cluster}: {} applied, {} unchanged, {} pruned, {} failed",
-                    r.applied.len(),
-                    r.unchanged,
-                    r.pruned.len(),
-                    r.failed.len()
-                );
+                println!("{cluster}: {}", r.summary());
                 for (key, why) in &r.failed {
                     eprintln!("error: {cluster}: {key}: {why}");
                 }
@@ -261,18 +255,18 @@ fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
         listen: args.listen,
         cache_dir,
         webhook_secret,
-        instance: args.instance.clone(),
+        instance: args.reconcile.instance.clone(),
         trust: clusters::connect::Trust {
-            exec_plugins: args.allow_exec_plugins,
-            insecure_tls: args.allow_insecure_tls,
+            exec_plugins: args.reconcile.allow_exec_plugins,
+            insecure_tls: args.reconcile.allow_insecure_tls,
         },
-        concurrency: args.concurrency,
-        request_timeout: std::time::Duration::from_secs(args.request_timeout),
-        cluster_timeout: std::time::Duration::from_secs(args.cluster_timeout),
+        concurrency: args.reconcile.concurrency,
+        request_timeout: std::time::Duration::from_secs(args.reconcile.request_timeout),
+        cluster_timeout: std::time::Duration::from_secs(args.reconcile.cluster_timeout),
         election: args.leader_elect.then(|| crate::controller::Election {
             host: args.host_kubeconfig.clone().map(|p| (p, args.host_context.clone())),
             namespace: args.lease_namespace.clone(),
-            name: format!("flotilla-{}", args.instance),
+            name: format!("flotilla-{}", args.reconcile.instance),
             duration: args.lease_duration,
         }),
     };

@@ -71,24 +71,8 @@ pub struct RunArgs {
     /// Where fetched repositories are cached.
     #[arg(long, value_name = "DIR", env = "FLOTILLA_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
-    /// Instance name: its inventory, and the only objects it deletes.
-    #[arg(long, default_value = "default", value_parser = instance_name)]
-    pub instance: String,
-    /// Trust kubeconfig credential plugins (exec, auth-provider).
-    #[arg(long)]
-    pub allow_exec_plugins: bool,
-    /// Trust kubeconfig clusters that skip TLS verification.
-    #[arg(long)]
-    pub allow_insecure_tls: bool,
-    /// Requests in flight per cluster.
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
-    /// Seconds before one request gives up.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
-    pub request_timeout: u64,
-    /// Seconds one cluster may take in total.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
-    pub cluster_timeout: u64,
+    #[command(flatten)]
+    pub reconcile: ReconcileArgs,
     /// Run only while holding a Lease in the host cluster, so replicas can stand by.
     #[arg(long)]
     pub leader_elect: bool,
@@ -161,14 +145,21 @@ pub struct ApplyArgs {
     /// Only these clusters (repeatable).
     #[arg(long = "cluster", value_name = "NAME")]
     pub clusters: Vec<String>,
-    /// Name of this flotilla instance: its inventory in each cluster, and the only
-    /// objects it will ever delete. Two repos applied to one cluster need two names.
-    #[arg(long, default_value = "default", value_parser = instance_name)]
-    pub instance: String,
     /// Delete even when a render is empty or more than half of a cluster's inventory
     /// would go.
     #[arg(long)]
     pub force_prune: bool,
+    #[command(flatten)]
+    pub reconcile: ReconcileArgs,
+}
+
+/// How `apply` and `run` reconcile clusters.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// Name of this flotilla instance: its inventory in each cluster, and the only
+    /// objects it will ever delete. Two repos applied to one cluster need two names.
+    #[arg(long, default_value = "default", value_parser = instance_name)]
+    pub instance: String,
     /// Trust kubeconfig credential plugins (exec, auth-provider), which run programs.
     #[arg(long)]
     pub allow_exec_plugins: bool,
@@ -178,7 +169,7 @@ pub struct ApplyArgs {
     /// Requests in flight per cluster.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
-    /// Seconds before one request, or one whole cluster, gives up.
+    /// Seconds before one request gives up.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub request_timeout: u64,
     /// Seconds one cluster may take in total.

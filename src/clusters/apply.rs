@@ -43,6 +43,19 @@ pub struct Report {
     pub prune_refused: Option<String>,
 }
 
+impl Report {
+    /// `N applied, N unchanged, N pruned, N failed`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} applied, {} unchanged, {} pruned, {} failed",
+            self.applied.len(),
+            self.unchanged,
+            self.pruned.len(),
+            self.failed.len()
+        )
+    }
+}
+
 /// Why a cluster could not be reconciled at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {

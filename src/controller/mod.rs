@@ -320,13 +320,7 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
                     .applied_revision
                     .get_or_create(&RevisionLabels { cluster: cluster.clone(), revision: head.to_string() })
                     .set(1);
-                format!(
-                    "{head}: {} applied, {} unchanged, {} pruned, {} failed",
-                    report.applied.len(),
-                    report.unchanged,
-                    report.pruned.len(),
-                    report.failed.len()
-                )
+                format!("{head}: {}", report.summary())
             }
             Err(e) => {
                 all_ok = false;

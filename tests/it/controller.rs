@@ -13,7 +13,7 @@ use sha2::Sha256;
 
 use crate::apply::fleet;
 use crate::members::members;
-use crate::support::write;
+use crate::support::{wait_for, write};
 
 /// Kills a child process when dropped.
 struct Running(Child);
@@ -67,45 +67,15 @@ fn sign(secret: &[u8], body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-async fn wait_for<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out after {limit:?} waiting for {what}");
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_takes_webhooks() {
     let members = members();
     let ns = "e2e-ctrl";
-    let served = tempfile::tempdir().unwrap();
-    git(served.path(), &["init", "-q", "--bare", "-b", "main", "fleet.git"]);
-    let work = tempfile::tempdir().unwrap();
-    git(work.path(), &["clone", "-q", served.path().join("fleet.git").to_str().unwrap(), "."]);
-    write(work.path(), "fleet.yaml", fleet(ns, &[("first", &["member1"])]).as_bytes());
-    commit_and_push(work.path(), "first");
-
-    let git_port = free_port();
-    let _daemon = Running(
-        Command::new("git")
-            .args(["daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", &format!("--port={git_port}")])
-            .arg(format!("--base-path={}", served.path().display()))
-            .arg(served.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let repo = serve(&fleet(ns, &[("first", &["member1"])]));
+    let (work, git_port) = (&repo.work, repo.port);
     let secret = b"hook-secret-9f2";
-    let secret_file = work.path().join("../secret");
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret_file = secret_dir.path().join("secret");
     std::fs::write(&secret_file, secret).unwrap();
     let http_port = free_port();
     let cache = tempfile::tempdir().unwrap();
@@ -132,17 +102,10 @@ async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_take
                 "--webhook-secret-file",
                 secret_file.to_str().unwrap(),
             ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+            .quiet(),
     );
     // Wait for the server, then for the first revision.
-    wait_for("readyz", Duration::from_secs(60), || async {
-        TcpStream::connect(("127.0.0.1", http_port)).is_ok() && http(http_port, "GET", "/readyz", &[], b"").0 == 200
-    })
-    .await;
+    wait_for("readyz", Duration::from_secs(60), || async { ready(http_port) }).await;
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
     assert!(cms.get_opt("first").await.unwrap().is_some());
 
@@ -243,19 +206,13 @@ async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
                 ])
                 .args(["--cache-dir", cache.to_str().unwrap(), "--leader-elect", "--host-kubeconfig", &kubeconfig])
                 .args(["--host-context", "member3", "--lease-namespace", "default", "--lease-duration", "4"])
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
+                .quiet(),
         )
     };
     let (port_a, port_b) = (free_port(), free_port());
     let (cache_a, cache_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = start(port_a, cache_a.path());
     let b = start(port_b, cache_b.path());
-    let ready =
-        |port: u16| TcpStream::connect(("127.0.0.1", port)).is_ok() && http(port, "GET", "/readyz", &[], b"").0 == 200;
     wait_for("a leader", Duration::from_secs(60), || async { ready(port_a) || ready(port_b) }).await;
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
     assert!(cms.get_opt("one").await.unwrap().is_some());
@@ -279,6 +236,22 @@ async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
     .await;
     assert!(cms.get_opt("one").await.unwrap().is_some(), "nothing lost in the handover");
     eprintln!("lease takeover after SIGKILL of the leader: {takeover:?}");
+}
+
+/// Quiet, logging-light child processes for tests.
+trait Quiet {
+    fn quiet(&mut self) -> Child;
+}
+
+impl Quiet for Command {
+    fn quiet(&mut self) -> Child {
+        self.env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+    }
+}
+
+/// Whether a controller's HTTP server answers `/readyz` with 200.
+fn ready(port: u16) -> bool {
+    TcpStream::connect(("127.0.0.1", port)).is_ok() && http(port, "GET", "/readyz", &[], b"").0 == 200
 }
 
 /// SIGKILLs a running process (its guard still reaps it).
@@ -391,16 +364,10 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
                 sa_path.to_str().unwrap(),
             ])
             .args(["--lease-namespace", "flotilla-system", "--lease-duration", "5"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+            .quiet(),
     );
-    wait_for("the ServiceAccount-backed controller to lead", Duration::from_secs(60), || async {
-        TcpStream::connect(("127.0.0.1", http_port)).is_ok() && http(http_port, "GET", "/readyz", &[], b"").0 == 200
-    })
-    .await;
+    wait_for("the ServiceAccount-backed controller to lead", Duration::from_secs(60), || async { ready(http_port) })
+        .await;
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member2").await, "e2e-sa");
     assert!(cms.get_opt("via-sa").await.unwrap().is_some());
 }

@@ -8,20 +8,7 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use crate::members::members;
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..300 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
+use crate::support::wait_for;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_replicas_run_ready_in_each_of_three_isolated_members() {
@@ -44,7 +31,7 @@ async fn three_replicas_run_ready_in_each_of_three_isolated_members() {
     for member in &members.names()[..3] {
         let client = members.client(member).await;
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
-        eventually(&format!("{member}: readyReplicas 3"), || async {
+        wait_for(&format!("{member}: readyReplicas 3"), Duration::from_secs(60), || async {
             let d = deployments.get("web").await.unwrap();
             d.status.and_then(|s| s.ready_replicas) == Some(3)
         })

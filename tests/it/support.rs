@@ -63,3 +63,19 @@ pub fn commit_all(dir: &Path, message: &str) -> String {
     let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
     repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents).unwrap().to_string()
 }
+
+/// Polls `check` every 100 ms until it holds; panics naming `what` after `limit`.
+pub async fn wait_for<F, Fut>(what: &str, limit: std::time::Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
