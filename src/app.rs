@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use flotilla_core::model::{ClusterState, Limits, Plan};
+use serde_json::Value;
 use tracing::{info, warn};
 
 use crate::cli::{ApplyArgs, Cli, Command, Format, GetArgs, RenderArgs, RunArgs, SourceArgs, StatusArgs};
@@ -198,8 +199,13 @@ fn get(args: GetArgs) -> anyhow::Result<Outcome> {
 }
 
 fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
-    let plan = plan(&args.source)?;
-    let kubeconfig = clusters::connect::read(&args.kubeconfig)?;
+    if let Some(url) = &args.controller {
+        return controller_status(url, args.request_timeout);
+    }
+    let source =
+        SourceArgs { repo: args.repo.clone().expect("clap requires it"), rev: args.rev.clone(), cluster_state: None };
+    let plan = plan(&source)?;
+    let kubeconfig = clusters::connect::read(args.kubeconfig.as_deref().expect("clap requires it"))?;
     let timeout = std::time::Duration::from_secs(args.request_timeout);
     let names: Vec<String> = plan.loaded.clusters.iter().map(|c| c.name.clone()).collect();
     let trust = clusters::connect::Trust::default();
@@ -272,4 +278,33 @@ fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
     };
     runtime()?.block_on(crate::controller::run(config))?;
     Ok(Outcome::Clean)
+}
+
+/// Prints what a running controller reports at `/status`; exit 1 unless the newest
+/// revision is applied everywhere.
+fn controller_status(url: &str, timeout: u64) -> anyhow::Result<Outcome> {
+    let uri: http::Uri = format!("{}/status", url.trim_end_matches('/')).parse().context("invalid --controller URL")?;
+    let body = runtime()?.block_on(async {
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http::<http_body_util::Empty<axum::body::Bytes>>();
+        let get = tokio::time::timeout(std::time::Duration::from_secs(timeout), client.get(uri.clone()));
+        let response =
+            get.await.context("the controller did not answer in time")?.context("cannot reach the controller")?;
+        anyhow::ensure!(response.status().is_success(), "the controller answered {}", response.status());
+        let bytes =
+            http_body_util::BodyExt::collect(response.into_body()).await.context("reading the answer")?.to_bytes();
+        anyhow::Ok(bytes)
+    })?;
+    let status: Value = serde_json::from_slice(&body).context("the controller's /status is not JSON")?;
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    println!("head      {}", text(&status["head"]));
+    println!("applied   {}", text(&status["applied"]));
+    println!("error     {}", text(&status["error"]));
+    let mut healthy = status["head"] == status["applied"] && status["error"].is_null();
+    for (cluster, line) in status["clusters"].as_object().into_iter().flatten() {
+        let line = text(line);
+        healthy &= !line.contains(": failed");
+        println!("{cluster:<12}{line}");
+    }
+    Ok(if healthy { Outcome::Clean } else { Outcome::Problems })
 }

@@ -93,11 +93,18 @@ pub struct RunArgs {
 /// `flotilla status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    #[command(flatten)]
-    pub source: SourceArgs,
+    /// Repo to render and compare with the clusters (omit with --controller).
+    #[arg(required_unless_present = "controller")]
+    pub repo: Option<PathBuf>,
+    /// Git revision of the repo (as for render).
+    #[arg(long = "ref", value_name = "REV")]
+    pub rev: Option<String>,
+    /// Instead: ask a running controller (`http://ADDR`, its --listen address).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["repo", "rev"])]
+    pub controller: Option<String>,
     /// Kubeconfig with one context per member cluster, named after it.
-    #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
-    pub kubeconfig: PathBuf,
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG", required_unless_present = "controller")]
+    pub kubeconfig: Option<PathBuf>,
     /// Seconds before a request gives up.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub request_timeout: u64,

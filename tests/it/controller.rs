@@ -123,6 +123,10 @@ async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_take
     .await;
     let (_, status) = http(http_port, "GET", "/status", &[], b"");
     assert!(status.contains("broken.yaml"), "{status}");
+    let controller = format!("http://127.0.0.1:{http_port}");
+    let (code, out, _) = crate::support::run(&["status", "--controller", &controller]);
+    assert_eq!(code, 1, "a revision that does not render is not healthy:\n{out}");
+    assert!(out.lines().any(|l| l.starts_with("error") && l.contains("broken.yaml")), "{out}");
     assert!(cms.get_opt("first").await.unwrap().is_some(), "the last good revision stays");
 
     // The fix, announced by a signed webhook, applies at once (the poll interval is 60 s).
@@ -137,6 +141,9 @@ async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_take
     .await;
     let latency = pushed.elapsed();
     assert!(http(http_port, "GET", "/metrics", &[], b"").1.lines().any(|l| l == "flotilla_render_failing 0"));
+    let (code, out, _) = crate::support::run(&["status", "--controller", &controller]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.lines().any(|l| l.starts_with("member1") && l.contains("applied")), "{out}");
 
     // Refused without a fetch: a bad signature, an oversized body, a malformed payload,
     // a push to another branch.
