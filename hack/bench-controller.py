@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Push-to-applied latency of `flotilla run` (docs/performance.md).
+
+Starts three fresh member clusters, a real git server (`git daemon`) with a 100-object
+repo, and the release controller; then, N times (default 30), commits a change to one
+ConfigMap, pushes it and measures until all three members serve the new value. Runs
+once announcing each push by a signed webhook (poll interval 60 s, so only the webhook
+can explain a fast apply), once by polling every second. Prints p50/p99/max per mode.
+
+Usage: hack/bench-controller.py [N]
+"""
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import pathlib
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+NS = "bench-ctrl"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def fleet(seq):
+    docs = [f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NS}}}\n"]
+    docs += [f"apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: member{m}}}\nspec: {{syncMode: Push}}\n" for m in (1, 2, 3)]
+    docs.append(f"apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: all, namespace: {NS}}}\n"
+                "spec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n")
+    docs += [f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-{i}, namespace: {NS}}}\ndata: {{index: \"{i}\"}}\n" for i in range(96)]
+    docs.append(f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: marker, namespace: {NS}}}\ndata: {{seq: \"{seq}\"}}\n")
+    return "---\n".join(docs)
+
+
+class Member:
+    """Keeps one TLS connection to a member's API server (admin client certificate)."""
+
+    def __init__(self, state, i):
+        d = state / f"member{i}"
+        ctx = ssl.create_default_context(cafile=str(d / "pki" / "ca.crt"))
+        ctx.load_cert_chain(str(d / "pki" / "admin.crt"), str(d / "pki" / "admin.key"))
+        self.conn = http.client.HTTPSConnection("127.0.0.1", int((d / "port").read_text()), context=ctx)
+
+    def seq(self):
+        self.conn.request("GET", f"/api/v1/namespaces/{NS}/configmaps/marker")
+        r = self.conn.getresponse()
+        body = r.read()
+        return json.loads(body)["data"]["seq"] if r.status == 200 else None
+
+
+def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
+    secret = b"bench-secret"
+    tmp = pathlib.Path(tempfile.mkdtemp())
+    (tmp / "secret").write_bytes(secret)
+    port = free_port()
+    binary = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "flotilla"
+    args = [str(binary), "run", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
+            "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "cache"), "--instance", f"bench-{name}",
+            "--interval", "60" if webhook else "1", "--webhook-secret-file", str(tmp / "secret")]
+    controller = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
+    members = [Member(state, i) for i in (1, 2, 3)]
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                c.request("GET", "/readyz")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        samples = []
+        for seq in range(1, N + 1):
+            (work / "fleet.yaml").write_text(fleet(f"{name}-{seq}"))
+            git(work, "commit", "-qam", f"{name} {seq}")
+            git(work, "push", "-q", "origin", "HEAD:main")
+            start = time.perf_counter()
+            if webhook:
+                body = json.dumps({"ref": "refs/heads/main"}).encode()
+                sig = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                c.request("POST", "/webhook/github", body, {"X-Hub-Signature-256": sig, "Content-Type": "application/json"})
+                c.getresponse().read()
+            want = f"{name}-{seq}"
+            while not all(m.seq() == want for m in members):
+                if time.perf_counter() - start > 30:
+                    raise SystemExit(f"{name}: commit {seq} not applied within 30 s")
+                time.sleep(0.005)
+            samples.append(time.perf_counter() - start)
+        return samples
+    finally:
+        controller.kill()
+        controller.wait()
+
+
+def main():
+    subprocess.run(["cargo", "build", "--release", "-q", "--bin", "flotilla"], cwd=ROOT, check=True)
+    work_root = pathlib.Path(tempfile.mkdtemp())
+    state, kubeconfig = work_root / "clusters", work_root / "members.config"
+    env = {**os.environ, "FLOTILLA_CLUSTERS_DIR": str(state), "KUBECONFIG_OUT": str(kubeconfig)}
+    subprocess.run([str(ROOT / "hack" / "local-up.sh"), "3"], env=env, check=True, capture_output=True)
+    daemon = None
+    try:
+        served, work = work_root / "served", work_root / "work"
+        served.mkdir()
+        git(served, "init", "-q", "--bare", "-b", "main", "fleet.git")
+        git(work_root, "clone", "-q", str(served / "fleet.git"), "work")
+        git(work, "config", "user.email", "bench@example.invalid")
+        git(work, "config", "user.name", "bench")
+        (work / "fleet.yaml").write_text(fleet("0"))
+        git(work, "add", "-A")
+        git(work, "commit", "-qm", "initial")
+        git(work, "push", "-q", "origin", "HEAD:main")
+        git_port = free_port()
+        daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", f"--port={git_port}",
+                                   f"--base-path={served}", str(served)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        print(f"{N} commits, 100-object repo, 3 member clusters: seconds from push to applied in all three")
+        print(f"{'mode':<10} {'p50':>8} {'p99':>8} {'max':>8}")
+        for name, webhook in (("webhook", True), ("polling", False)):
+            s = sorted(run_mode(name, state, kubeconfig, served, work, git_port, webhook))
+            p99 = s[min(len(s) - 1, round(0.99 * (len(s) - 1)))]
+            print(f"{name:<10} {statistics.median(s):8.3f} {p99:8.3f} {s[-1]:8.3f}")
+    finally:
+        if daemon:
+            daemon.kill()
+        subprocess.run([str(ROOT / "hack" / "local-down.sh")], env=env, capture_output=True)
+
+
+if __name__ == "__main__":
+    main()
