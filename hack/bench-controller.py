@@ -8,6 +8,7 @@ once announcing each push by a signed webhook (poll interval 60 s, so only the w
 can explain a fast apply), once by polling every second. Prints p50/p99/max per mode.
 
 Usage: hack/bench-controller.py [N]
+       hack/bench-controller.py --soak SECONDS   (memory soak: a commit every 3 s)
 """
 import hashlib
 import hmac
@@ -24,7 +25,8 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+SOAK = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[1] == "--soak" else 0
+N = int(sys.argv[1]) if len(sys.argv) > 1 and not SOAK else 30
 NS = "bench-ctrl"
 
 
@@ -110,6 +112,55 @@ def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
         controller.wait()
 
 
+def rss_mib(pid):
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def soak(state, kubeconfig, work, git_port, seconds):
+    """A commit and a signed webhook every 3 s for `seconds`; RSS every minute."""
+    secret = b"soak-secret"
+    tmp = pathlib.Path(tempfile.mkdtemp())
+    (tmp / "secret").write_bytes(secret)
+    port = free_port()
+    binary = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "flotilla"
+    controller = subprocess.Popen([str(binary), "run", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
+                                   "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "cache"), "--instance", "soak",
+                                   "--interval", "10", "--resync", "60", "--webhook-secret-file", str(tmp / "secret")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
+    member = Member(state, 1)
+    start, seq, applied, next_sample = time.time(), 0, 0, 0.0
+    print(f"{'minute':>6} {'commits':>8} {'applied':>8} {'rss MiB':>8}", flush=True)
+    try:
+        while time.time() - start < seconds:
+            seq += 1
+            (work / "fleet.yaml").write_text(fleet(f"soak-{seq}"))
+            git(work, "commit", "-qam", f"soak {seq}")
+            git(work, "push", "-q", "origin", "HEAD:main")
+            body = json.dumps({"ref": "refs/heads/main"}).encode()
+            sig = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                c.request("POST", "/webhook/github", body, {"X-Hub-Signature-256": sig})
+                c.getresponse().read()
+            except OSError:
+                pass
+            time.sleep(3)
+            try:
+                applied += member.seq() == f"soak-{seq}"
+            except (OSError, http.client.HTTPException, KeyError, ValueError):
+                member = Member(state, 1)
+            if time.time() - start >= next_sample:
+                print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {rss_mib(controller.pid):>8.1f}", flush=True)
+                next_sample += 60
+        print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {rss_mib(controller.pid):>8.1f}", flush=True)
+    finally:
+        controller.kill()
+        controller.wait()
+
+
 def main():
     subprocess.run(["cargo", "build", "--release", "-q", "--bin", "flotilla"], cwd=ROOT, check=True)
     work_root = pathlib.Path(tempfile.mkdtemp())
@@ -132,6 +183,9 @@ def main():
         daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", f"--port={git_port}",
                                    f"--base-path={served}", str(served)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
+        if SOAK:
+            soak(state, kubeconfig, work, git_port, SOAK)
+            return
         print(f"{N} commits, 100-object repo, 3 member clusters: seconds from push to applied in all three")
         print(f"{'mode':<10} {'p50':>8} {'p99':>8} {'max':>8}")
         for name, webhook in (("webhook", True), ("polling", False)):
