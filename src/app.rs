@@ -257,7 +257,12 @@ fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
         path: args.path,
         interval: std::time::Duration::from_secs(args.interval),
         resync: std::time::Duration::from_secs(args.resync),
-        kubeconfig: args.kubeconfig,
+        members: match args.kubeconfig.clone().filter(|_| !args.member_secrets) {
+            Some(path) => crate::controller::Members::File(path),
+            None => crate::controller::Members::Secrets,
+        },
+        host: args.host_kubeconfig.clone().map(|p| (p, args.host_context.clone())),
+        namespace: args.namespace.clone(),
         listen: args.listen,
         cache_dir,
         webhook_secret,
@@ -270,8 +275,6 @@ fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
         request_timeout: std::time::Duration::from_secs(args.reconcile.request_timeout),
         cluster_timeout: std::time::Duration::from_secs(args.reconcile.cluster_timeout),
         election: args.leader_elect.then(|| crate::controller::Election {
-            host: args.host_kubeconfig.clone().map(|p| (p, args.host_context.clone())),
-            namespace: args.lease_namespace.clone(),
             name: format!("flotilla-{}", args.reconcile.instance),
             duration: args.lease_duration,
         }),

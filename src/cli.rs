@@ -60,8 +60,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub resync: u64,
     /// Kubeconfig with one context per member cluster (re-read every cycle).
-    #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
-    pub kubeconfig: PathBuf,
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG", required_unless_present = "member_secrets")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Take member credentials from Secrets in --namespace of the host cluster, one per
+    /// member, labelled `flotilla.dev/cluster=<name>`, holding a kubeconfig under `kubeconfig`.
+    #[arg(long)]
+    pub member_secrets: bool,
     /// Address for /healthz, /readyz, /metrics, /status and webhooks.
     #[arg(long, default_value = "127.0.0.1:8080", env = "FLOTILLA_LISTEN")]
     pub listen: String,
@@ -77,14 +81,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub leader_elect: bool,
     /// Kubeconfig of the host cluster that holds the Lease (default: in-cluster config).
-    #[arg(long, value_name = "FILE", requires = "leader_elect")]
+    #[arg(long, value_name = "FILE")]
     pub host_kubeconfig: Option<PathBuf>,
     /// Context of the host kubeconfig.
     #[arg(long, value_name = "NAME", requires = "host_kubeconfig")]
     pub host_context: Option<String>,
-    /// Namespace of the Lease.
-    #[arg(long, default_value = "flotilla-system", env = "POD_NAMESPACE")]
-    pub lease_namespace: String,
+    /// The controller's namespace in the host cluster: its Lease and member Secrets.
+    #[arg(long, alias = "lease-namespace", default_value = "flotilla-system", env = "POD_NAMESPACE")]
+    pub namespace: String,
     /// Seconds a lease stays valid without renewal; a standby takes over after it.
     #[arg(long, value_name = "SECONDS", default_value_t = 15)]
     pub lease_duration: u64,

@@ -80,3 +80,58 @@ pub async fn client(
     config.write_timeout = Some(timeout);
     Client::try_from(config).map_err(|e| ConnectError::Client(name(), e))
 }
+
+/// Label naming the member cluster a credentials Secret is for.
+pub const CLUSTER_LABEL: &str = "flotilla.dev/cluster";
+
+/// Builds one kubeconfig from the Secrets in `namespace` labelled [`CLUSTER_LABEL`]:
+/// each holds a kubeconfig under `kubeconfig`, whose current (or only) context becomes
+/// the context named after the cluster. A Secret that does not parse is skipped with a
+/// warning naming it (its cluster then reports a missing context); its content is
+/// never logged.
+pub async fn from_secrets(host: &kube::Client, namespace: &str) -> Result<Kubeconfig, kube::Error> {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, ListParams};
+    use kube::config::{Context, NamedAuthInfo, NamedCluster, NamedContext};
+
+    let secrets: Api<Secret> = Api::namespaced(host.clone(), namespace);
+    let list = secrets.list(&ListParams::default().labels(CLUSTER_LABEL)).await?;
+    let mut merged = Kubeconfig::default();
+    for secret in list {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let Some(cluster) = secret.metadata.labels.as_ref().and_then(|l| l.get(CLUSTER_LABEL)).cloned() else {
+            continue;
+        };
+        let parsed = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get("kubeconfig"))
+            .and_then(|bytes| std::str::from_utf8(&bytes.0).ok())
+            .and_then(|text| Kubeconfig::from_yaml(text).ok());
+        let Some(kc) = parsed else {
+            tracing::warn!(secret = %format!("{namespace}/{name}"), "no readable kubeconfig under key `kubeconfig`; skipped");
+            continue;
+        };
+        let context_name = kc.current_context.clone().or_else(|| kc.contexts.first().map(|c| c.name.clone()));
+        let context =
+            kc.contexts.iter().find(|c| Some(&c.name) == context_name.as_ref()).and_then(|c| c.context.clone());
+        let Some(context) = context else {
+            tracing::warn!(secret = %format!("{namespace}/{name}"), "the kubeconfig has no context; skipped");
+            continue;
+        };
+        let server = kc.clusters.iter().find(|c| c.name == context.cluster).and_then(|c| c.cluster.clone());
+        let user = context
+            .user
+            .as_ref()
+            .and_then(|u| kc.auth_infos.iter().find(|a| &a.name == u))
+            .and_then(|a| a.auth_info.clone());
+        merged.clusters.push(NamedCluster { name: cluster.clone(), cluster: server, other: Default::default() });
+        merged.auth_infos.push(NamedAuthInfo { name: cluster.clone(), auth_info: user, other: Default::default() });
+        merged.contexts.push(NamedContext {
+            name: cluster.clone(),
+            context: Some(Context { cluster: cluster.clone(), user: Some(cluster), ..context }),
+            other: Default::default(),
+        });
+    }
+    Ok(merged)
+}

@@ -36,8 +36,12 @@ pub struct Config {
     pub interval: Duration,
     /// Reconcile at least this often even without a new revision.
     pub resync: Duration,
-    /// Kubeconfig with one context per member (re-read every cycle).
-    pub kubeconfig: PathBuf,
+    /// Where member credentials come from (re-read every cycle).
+    pub members: Members,
+    /// Host cluster (kubeconfig and context); `None` uses in-cluster configuration.
+    pub host: Option<(PathBuf, Option<String>)>,
+    /// The controller's namespace in the host cluster.
+    pub namespace: String,
     /// Where to serve HTTP.
     pub listen: String,
     /// Bare caches of fetched remotes.
@@ -58,17 +62,46 @@ pub struct Config {
     pub election: Option<Election>,
 }
 
-/// Where the Lease lives and how long it lasts.
+/// Where member credentials come from.
+#[derive(Debug, Clone)]
+pub enum Members {
+    /// A kubeconfig file with one context per member.
+    File(PathBuf),
+    /// Labelled Secrets in the controller's namespace of the host cluster.
+    Secrets,
+}
+
+/// The Lease's name and how long it lasts (it lives in the controller's namespace).
 #[derive(Debug, Clone)]
 pub struct Election {
-    /// Host kubeconfig and context; `None` uses in-cluster configuration.
-    pub host: Option<(PathBuf, Option<String>)>,
-    /// Namespace of the Lease.
-    pub namespace: String,
     /// Lease name.
     pub name: String,
     /// Seconds of validity without renewal.
     pub duration: u64,
+}
+
+/// A client for the host cluster: `--host-kubeconfig`, or in-cluster configuration.
+async fn host_client(config: &Config) -> anyhow::Result<kube::Client> {
+    let kube_config = match &config.host {
+        Some((path, context)) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).context("reading the host kubeconfig")?;
+            let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.context("host kubeconfig")?
+        }
+        None => kube::Config::incluster().context("in-cluster configuration for the host cluster")?,
+    };
+    kube::Client::try_from(kube_config).context("host cluster client")
+}
+
+/// Member credentials for this cycle.
+async fn member_kubeconfig(config: &Config) -> anyhow::Result<kube::config::Kubeconfig> {
+    match &config.members {
+        Members::File(path) => Ok(clusters::connect::read(path)?),
+        Members::Secrets => {
+            let client = host_client(config).await?;
+            Ok(clusters::connect::from_secrets(&client, &config.namespace).await?)
+        }
+    }
 }
 
 /// A watch on lease ownership, or always-leading without election.
@@ -80,22 +113,14 @@ struct Leadership {
 }
 
 impl Leadership {
-    async fn start(election: Option<&Election>) -> anyhow::Result<Self> {
+    async fn start(election: Option<&Election>, config: &Config) -> anyhow::Result<Self> {
         let Some(election) = election else { return Ok(Self { watch: None, _task: None }) };
-        let config = match &election.host {
-            Some((path, context)) => {
-                let kubeconfig = kube::config::Kubeconfig::read_from(path).context("reading the host kubeconfig")?;
-                let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
-                kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.context("host kubeconfig")?
-            }
-            None => kube::Config::incluster().context("in-cluster configuration for the Lease")?,
-        };
-        let client = kube::Client::try_from(config).context("host cluster client")?;
+        let client = host_client(config).await?;
         let identity =
             format!("{}-{}", std::env::var("HOSTNAME").unwrap_or_else(|_| "flotilla".into()), std::process::id());
         let grace = (election.duration / 3).max(1);
         let manager = kube_lease_manager::LeaseManagerBuilder::new(client, &election.name)
-            .with_namespace(&election.namespace)
+            .with_namespace(&config.namespace)
             .with_identity(identity)
             .with_duration(election.duration)
             .with_grace(grace)
@@ -104,7 +129,7 @@ impl Leadership {
             .await
             .context("creating the lease manager")?;
         let (watch, task) = manager.watch().await;
-        info!(lease = %format!("{}/{}", election.namespace, election.name), "leader election on");
+        info!(lease = %format!("{}/{}", config.namespace, election.name), "leader election on");
         Ok(Self { watch: Some(watch), _task: Some(task) })
     }
 
@@ -182,7 +207,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let opened = tokio::task::spawn_blocking(move || git::Watched::open(&repo, &branch, &cache)).await?;
     // libgit2 repositories may move between threads but not be shared: one at a time.
     let watched = Arc::new(Mutex::new(opened.context("opening the repository")?));
-    let mut leadership = Leadership::start(config.election.as_ref()).await?;
+    let mut leadership = Leadership::start(config.election.as_ref(), &config).await?;
     let mut applied: Option<git2::Oid> = None;
     let mut last_reconcile: Option<Instant> = None;
     loop {
@@ -280,11 +305,11 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
     for p in &plan.problems {
         warn!(object = %p.object, reason = ?p.reason, message = %p.message, "render problem");
     }
-    let kubeconfig = match clusters::connect::read(&config.kubeconfig) {
+    let kubeconfig = match member_kubeconfig(config).await {
         Ok(k) => k,
         Err(e) => {
-            shared.metrics.error("-", "kubeconfig");
-            error!(error = format!("{:#}", anyhow::Error::new(e)), "cannot read the kubeconfig");
+            shared.metrics.error("-", "credentials");
+            error!(error = format!("{e:#}"), "cannot read the member credentials");
             return false;
         }
     };

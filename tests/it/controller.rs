@@ -378,3 +378,75 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member2").await, "e2e-sa");
     assert!(cms.get_opt("via-sa").await.unwrap().is_some());
 }
+
+/// Member credentials from labelled Secrets in the controller's namespace of the host
+/// cluster: each Secret's kubeconfig (whatever its context is called) reaches its member.
+#[tokio::test(flavor = "multi_thread")]
+async fn member_credentials_come_from_labelled_secrets() {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    use kube::api::{Patch, PatchParams};
+
+    let members = members();
+    let host = members.client("member3").await;
+    let ns = "e2e-secrets";
+    let ssa = PatchParams::apply("e2e").force();
+    Api::<Namespace>::all(host.clone())
+        .patch(
+            ns,
+            &ssa,
+            &Patch::Apply(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
+        )
+        .await
+        .unwrap();
+    let all: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(members.kubeconfig()).unwrap()).unwrap();
+    for member in ["member1", "member2"] {
+        let pick =
+            |list: &str, name: &str| all[list].as_array().unwrap().iter().find(|e| e["name"] == name).unwrap().clone();
+        let (mut cluster, mut user) = (pick("clusters", member), pick("users", &format!("{member}-admin")));
+        cluster["name"] = "remote".into();
+        user["name"] = "someone".into();
+        let kubeconfig = serde_json::json!({"apiVersion": "v1", "kind": "Config", "clusters": [cluster], "users": [user],
+            "contexts": [{"name": "whatever", "context": {"cluster": "remote", "user": "someone"}}], "current-context": "whatever"});
+        let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("creds-{member}"), "labels": {"flotilla.dev/cluster": member}},
+            "stringData": {"kubeconfig": serde_json::to_string(&kubeconfig).unwrap()}});
+        Api::<Secret>::namespaced(host.clone(), ns)
+            .patch(&format!("creds-{member}"), &ssa, &Patch::Apply(secret))
+            .await
+            .unwrap();
+    }
+    let only_two = fleet("e2e-via-secrets", &[("creds", &["member1", "member2"])])
+        .split("---\n")
+        .filter(|d| !d.contains("name: member3"))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    let repo = serve(&only_two);
+    let http_port = free_port();
+    let cache = tempfile::tempdir().unwrap();
+    let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
+    let _controller = Running(
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--instance", "secrets"])
+            .args([
+                "--member-secrets",
+                "--host-kubeconfig",
+                &kubeconfig,
+                "--host-context",
+                "member3",
+                "--namespace",
+                ns,
+            ])
+            .args(["--listen", &format!("127.0.0.1:{http_port}"), "--cache-dir", cache.path().to_str().unwrap()])
+            .env_remove("KUBECONFIG")
+            .quiet(),
+    );
+    wait_for("the controller to apply through Secret credentials", Duration::from_secs(60), || async {
+        ready(http_port)
+    })
+    .await;
+    for member in ["member1", "member2"] {
+        let cms: Api<ConfigMap> = Api::namespaced(members.client(member).await, "e2e-via-secrets");
+        assert!(cms.get_opt("creds").await.unwrap().is_some(), "{member}");
+    }
+}
