@@ -80,6 +80,30 @@ pub struct Election {
     pub duration: u64,
 }
 
+/// For a local repository, wakes the loop when its Git directory changes (a commit, a
+/// reset), debounced, so a development loop does not wait for the poll interval.
+fn watch_local(
+    repo: &str,
+    shared: Arc<Shared>,
+) -> anyhow::Result<Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>>> {
+    if repo.contains("://") {
+        return Ok(None);
+    }
+    let git_dir = git2::Repository::open(repo).context("opening the repository")?.path().to_path_buf();
+    let mut debouncer = notify_debouncer_mini::new_debouncer(Duration::from_millis(200), move |events| {
+        if matches!(events, Ok(ref e) if !Vec::is_empty(e)) {
+            shared.trigger.notify_one();
+        }
+    })
+    .context("watching the repository")?;
+    debouncer
+        .watcher()
+        .watch(&git_dir, notify_debouncer_mini::notify::RecursiveMode::Recursive)
+        .with_context(|| format!("watching {}", git_dir.display()))?;
+    info!(path = %git_dir.display(), "watching the local repository for commits");
+    Ok(Some(debouncer))
+}
+
 /// A client for the host cluster: `--host-kubeconfig`, or in-cluster configuration.
 async fn host_client(config: &Config) -> anyhow::Result<kube::Client> {
     let kube_config = match &config.host {
@@ -205,6 +229,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     let (repo, branch, cache) = (config.repo.clone(), config.branch.clone(), config.cache_dir.clone());
     let opened = tokio::task::spawn_blocking(move || git::Watched::open(&repo, &branch, &cache)).await?;
+    let _watcher = watch_local(&config.repo, shared.clone())?;
     // libgit2 repositories may move between threads but not be shared: one at a time.
     let watched = Arc::new(Mutex::new(opened.context("opening the repository")?));
     let mut leadership = Leadership::start(config.election.as_ref(), &config).await?;

@@ -450,3 +450,35 @@ async fn member_credentials_come_from_labelled_secrets() {
         assert!(cms.get_opt("creds").await.unwrap().is_some(), "{member}");
     }
 }
+
+/// A local repository is watched: a commit applies without waiting for the poll.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_repository_is_picked_up_on_commit() {
+    let members = members();
+    let ns = "e2e-local";
+    let work = tempfile::tempdir().unwrap();
+    git(work.path(), &["init", "-q", "-b", "main"]);
+    write(work.path(), "fleet.yaml", fleet(ns, &[("one", &["member1"])]).as_bytes());
+    git(work.path(), &["add", "-A"]);
+    git(work.path(), &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "one"]);
+    let http_port = free_port();
+    let _controller = Running(
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["run", "--repo", work.path().to_str().unwrap(), "--interval", "60", "--instance", "local"])
+            .args([
+                "--kubeconfig",
+                members.kubeconfig().to_str().unwrap(),
+                "--listen",
+                &format!("127.0.0.1:{http_port}"),
+            ])
+            .quiet(),
+    );
+    wait_for("the first revision", Duration::from_secs(60), || async { ready(http_port) }).await;
+    write(work.path(), "fleet.yaml", fleet(ns, &[("one", &["member1"]), ("two", &["member1"])]).as_bytes());
+    git(work.path(), &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qam", "two"]);
+    let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
+    wait_for("the local commit to apply (poll interval is 60 s)", Duration::from_secs(15), || async {
+        cms.get_opt("two").await.unwrap().is_some()
+    })
+    .await;
+}
