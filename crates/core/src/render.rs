@@ -215,8 +215,8 @@ fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideEr
 }
 
 /// Karmada's binding name for a template: `lower(name with ':' → '.') + "-" + lower(kind)`
-/// (`GenerateBindingName`). flotilla has no binding objects; the name keys per-template
-/// state the way Karmada users know it.
+/// (`GenerateBindingName`, vector `names-binding-table`). flotilla has no binding objects;
+/// this is for tools that correlate flotilla's output with a Karmada installation.
 pub fn binding_name(kind: &str, name: &str) -> String {
     format!("{}-{}", name.replace(':', "."), kind).to_lowercase()
 }
