@@ -205,6 +205,9 @@ pub struct Shared {
     pub branch: String,
     /// Reported by `/status`.
     pub status: Mutex<Status>,
+    /// The last render's placements, fed to the next (dynamic and aggregated division
+    /// keep their distribution, as Karmada's steady mode does). In memory only.
+    pub placements: Mutex<ClusterState>,
 }
 
 /// Runs until interrupted (Ctrl-C / SIGINT).
@@ -219,6 +222,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         webhook_secret: config.webhook_secret.clone(),
         branch: config.branch.clone(),
         status: Mutex::new(Status::default()),
+        placements: Mutex::new(ClusterState::default()),
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -308,10 +312,11 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
     let dir = watched.lock().expect("repository lock").path();
     let rev = head.to_string();
     let subdir = config.path.clone();
+    let state = shared.placements.lock().expect("placements lock").clone();
     let rendered = tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {
         let limits = Limits::default();
         let files = crate::source::read_git_subtree(&dir, &rev, &subdir, &limits)?;
-        Ok(flotilla_core::plan(&files, &ClusterState::default(), &limits)?)
+        Ok(flotilla_core::plan(&files, &state, &limits)?)
     })
     .await
     .expect("render task");
@@ -327,6 +332,7 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
         }
     };
     shared.metrics.render_failing.set(0);
+    shared.placements.lock().expect("placements lock").previous = plan.placements.clone();
     for p in &plan.problems {
         warn!(object = %p.object, reason = ?p.reason, message = %p.message, "render problem");
     }

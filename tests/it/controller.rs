@@ -482,3 +482,60 @@ async fn a_local_repository_is_picked_up_on_commit() {
     })
     .await;
 }
+
+/// The controller feeds each render's placements to the next, so a dynamic-weight
+/// workload keeps its distribution when its affinity widens (Karmada's steady mode:
+/// assigned == desired keeps the assignment); a fresh schedule would spread it 2/2/2.
+#[tokio::test(flavor = "multi_thread")]
+async fn divided_placements_carry_over_between_revisions() {
+    use k8s_openapi::api::apps::v1::Deployment;
+
+    let members = members();
+    let ns = "e2e-steady";
+    let repo = |clusters: &str| {
+        let base = fleet(ns, &[]);
+        format!(
+            "{base}---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  replicas: 6\n  selector: {{matchLabels: {{app: w}}}}\n  template:\n    metadata: {{labels: {{app: w}}}}\n    spec: {{containers: [{{name: c, image: nginx}}]}}\n---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}]\n  placement:\n    clusterAffinity: {{clusterNames: [{clusters}]}}\n    replicaScheduling: {{replicaSchedulingType: Divided, weightPreference: {{dynamicWeight: AvailableReplicas}}}}\n"
+        )
+    };
+    let work = tempfile::tempdir().unwrap();
+    git(work.path(), &["init", "-q", "-b", "main"]);
+    write(work.path(), "fleet.yaml", repo("member1, member2").as_bytes());
+    git(work.path(), &["add", "-A"]);
+    git(work.path(), &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "two clusters"]);
+    let http_port = free_port();
+    let _controller = Running(
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["run", "--repo", work.path().to_str().unwrap(), "--interval", "1", "--instance", "steady"])
+            .args([
+                "--kubeconfig",
+                members.kubeconfig().to_str().unwrap(),
+                "--listen",
+                &format!("127.0.0.1:{http_port}"),
+            ])
+            .quiet(),
+    );
+    wait_for("the first revision", Duration::from_secs(60), || async { ready(http_port) }).await;
+    let replicas = |member: &'static str| async move {
+        let api: Api<Deployment> = Api::namespaced(members.client(member).await, ns);
+        api.get_opt("web").await.unwrap().and_then(|d| d.spec).and_then(|s| s.replicas)
+    };
+    assert_eq!((replicas("member1").await, replicas("member2").await), (Some(3), Some(3)));
+    write(work.path(), "fleet.yaml", repo("member1, member2, member3").as_bytes());
+    git(work.path(), &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qam", "three clusters"]);
+    let status = || async { http(http_port, "GET", "/status", &[], b"").1 };
+    let head = || {
+        let out = Command::new("git").args(["rev-parse", "HEAD"]).current_dir(work.path()).output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let want = head();
+    wait_for("the widened revision", Duration::from_secs(20), || async {
+        status().await.contains(&format!("\"applied\":\"{want}\""))
+    })
+    .await;
+    assert_eq!(
+        (replicas("member1").await, replicas("member2").await, replicas("member3").await),
+        (Some(3), Some(3), None),
+        "steady mode keeps 3/3 instead of reshuffling to 2/2/2"
+    );
+}
