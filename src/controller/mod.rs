@@ -309,33 +309,7 @@ async fn fetch(watched: &Arc<Mutex<git::Watched>>, shared: &Shared) -> Option<gi
 
 /// Renders and reconciles one revision; true when every cluster was reconciled.
 async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, shared: &Shared) -> bool {
-    let dir = watched.lock().expect("repository lock").path();
-    let rev = head.to_string();
-    let subdir = config.path.clone();
-    let state = shared.placements.lock().expect("placements lock").clone();
-    let rendered = tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {
-        let limits = Limits::default();
-        let files = crate::source::read_git_subtree(&dir, &rev, &subdir, &limits)?;
-        Ok(flotilla_core::plan(&files, &state, &limits)?)
-    })
-    .await
-    .expect("render task");
-    let plan = match rendered {
-        Ok(plan) => plan,
-        Err(e) => {
-            let message = format!("{e:#}");
-            error!(revision = %head, error = %message, "revision does not render; the last good revision stays applied");
-            shared.metrics.error("-", "render");
-            shared.metrics.render_failing.set(1);
-            shared.status.lock().expect("status lock").error = Some(format!("{head}: {message}"));
-            return false;
-        }
-    };
-    shared.metrics.render_failing.set(0);
-    shared.placements.lock().expect("placements lock").previous = plan.placements.clone();
-    for p in &plan.problems {
-        warn!(object = %p.object, reason = ?p.reason, message = %p.message, "render problem");
-    }
+    let Some(plan) = render(config, watched, head, shared).await else { return false };
     let kubeconfig = match member_kubeconfig(config).await {
         Ok(k) => k,
         Err(e) => {
@@ -356,11 +330,48 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
     };
     let clock = Instant::now();
     let outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;
+    record(shared, head, outcomes, clock.elapsed())
+}
+
+/// Renders `head` completely; a failure is reported and leaves what is applied alone.
+async fn render(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, shared: &Shared) -> Option<Plan> {
+    let dir = watched.lock().expect("repository lock").path();
+    let (rev, subdir) = (head.to_string(), config.path.clone());
+    let state = shared.placements.lock().expect("placements lock").clone();
+    let rendered = tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {
+        let limits = Limits::default();
+        let files = crate::source::read_git_subtree(&dir, &rev, &subdir, &limits)?;
+        Ok(flotilla_core::plan(&files, &state, &limits)?)
+    })
+    .await
+    .expect("render task");
+    match rendered {
+        Ok(plan) => {
+            shared.metrics.render_failing.set(0);
+            shared.placements.lock().expect("placements lock").previous = plan.placements.clone();
+            for p in &plan.problems {
+                warn!(object = %p.object, reason = ?p.reason, message = %p.message, "render problem");
+            }
+            Some(plan)
+        }
+        Err(e) => {
+            let message = format!("{e:#}");
+            error!(revision = %head, error = %message, "revision does not render; the last good revision stays applied");
+            shared.metrics.error("-", "render");
+            shared.metrics.render_failing.set(1);
+            shared.status.lock().expect("status lock").error = Some(format!("{head}: {message}"));
+            None
+        }
+    }
+}
+
+/// Records each cluster's outcome in metrics and `/status`; true when all succeeded.
+fn record(shared: &Shared, head: git2::Oid, outcomes: Vec<(String, clusters::Outcome)>, took: Duration) -> bool {
     let mut all_ok = true;
     let mut status = shared.status.lock().expect("status lock");
     for (cluster, outcome) in outcomes {
         let label = ClusterLabel { cluster: cluster.clone() };
-        shared.metrics.reconcile_seconds.get_or_create(&label).observe(clock.elapsed().as_secs_f64());
+        shared.metrics.reconcile_seconds.get_or_create(&label).observe(took.as_secs_f64());
         let line = match outcome {
             Ok(report) => {
                 shared.metrics.applied.get_or_create(&label).inc_by(report.applied.len() as u64);
@@ -371,11 +382,8 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
                 if let Some(old) = status.revisions.insert(cluster.clone(), head.to_string()) {
                     shared.metrics.applied_revision.remove(&RevisionLabels { cluster: cluster.clone(), revision: old });
                 }
-                shared
-                    .metrics
-                    .applied_revision
-                    .get_or_create(&RevisionLabels { cluster: cluster.clone(), revision: head.to_string() })
-                    .set(1);
+                let labels = RevisionLabels { cluster: cluster.clone(), revision: head.to_string() };
+                shared.metrics.applied_revision.get_or_create(&labels).set(1);
                 format!("{head}: {}", report.summary())
             }
             Err(e) => {
