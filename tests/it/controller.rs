@@ -245,6 +245,12 @@ async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
     eprintln!("lease takeover after SIGKILL of the leader: {takeover:?}");
 }
 
+/// Commits everything in a local working tree.
+fn commit_local(work: &Path, message: &str) {
+    git(work, &["add", "-A"]);
+    git(work, &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", message]);
+}
+
 /// Quiet, logging-light child processes for tests.
 trait Quiet {
     fn quiet(&mut self) -> Child;
@@ -459,8 +465,7 @@ async fn a_local_repository_is_picked_up_on_commit() {
     let work = tempfile::tempdir().unwrap();
     git(work.path(), &["init", "-q", "-b", "main"]);
     write(work.path(), "fleet.yaml", fleet(ns, &[("one", &["member1"])]).as_bytes());
-    git(work.path(), &["add", "-A"]);
-    git(work.path(), &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "one"]);
+    commit_local(work.path(), "one");
     let http_port = free_port();
     let _controller = Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
@@ -475,7 +480,7 @@ async fn a_local_repository_is_picked_up_on_commit() {
     );
     wait_for("the first revision", Duration::from_secs(60), || async { ready(http_port) }).await;
     write(work.path(), "fleet.yaml", fleet(ns, &[("one", &["member1"]), ("two", &["member1"])]).as_bytes());
-    git(work.path(), &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qam", "two"]);
+    commit_local(work.path(), "two");
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
     wait_for("the local commit to apply (poll interval is 60 s)", Duration::from_secs(15), || async {
         cms.get_opt("two").await.unwrap().is_some()
@@ -501,8 +506,7 @@ async fn divided_placements_carry_over_between_revisions() {
     let work = tempfile::tempdir().unwrap();
     git(work.path(), &["init", "-q", "-b", "main"]);
     write(work.path(), "fleet.yaml", repo("member1, member2").as_bytes());
-    git(work.path(), &["add", "-A"]);
-    git(work.path(), &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "two clusters"]);
+    commit_local(work.path(), "two clusters");
     let http_port = free_port();
     let _controller = Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
@@ -522,7 +526,7 @@ async fn divided_placements_carry_over_between_revisions() {
     };
     assert_eq!((replicas("member1").await, replicas("member2").await), (Some(3), Some(3)));
     write(work.path(), "fleet.yaml", repo("member1, member2, member3").as_bytes());
-    git(work.path(), &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qam", "three clusters"]);
+    commit_local(work.path(), "three clusters");
     let status = || async { http(http_port, "GET", "/status", &[], b"").1 };
     let head = || {
         let out = Command::new("git").args(["rev-parse", "HEAD"]).current_dir(work.path()).output().unwrap();
