@@ -356,12 +356,32 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
     assert!(!can("update", "coordination.k8s.io", "leases", Some("kube-system")).await);
     assert!(!can("list", "", "nodes", None).await);
 
-    // And enough: the controller leads with it and applies.
+    // And enough: the controller leads with it and applies, configured exactly as in a
+    // Pod: in a private mount namespace the token, CA and namespace are mounted where the
+    // kubelet puts them and KUBERNETES_SERVICE_HOST/PORT point at the host API server, so
+    // kube's in-cluster loader (not a kubeconfig) authenticates it.
+    let sa_dir = dir.path().join("serviceaccount");
+    std::fs::create_dir(&sa_dir).unwrap();
+    std::fs::write(sa_dir.join("token"), &token).unwrap();
+    std::fs::write(sa_dir.join("namespace"), "flotilla-system").unwrap();
+    let ca = cluster["cluster"]["certificate-authority-data"].as_str().unwrap();
+    let ca = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, ca).unwrap();
+    std::fs::write(sa_dir.join("ca.crt"), ca).unwrap();
+    let server = cluster["cluster"]["server"].as_str().unwrap().trim_start_matches("https://").to_owned();
+    let (service_host, service_port) = server.rsplit_once(':').unwrap();
+    const MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    std::fs::create_dir_all("/var/run/secrets").unwrap();
+    let in_pod = format!(
+        "mount --make-rprivate / && mount -t tmpfs tmpfs /var/run/secrets && mkdir -p {MOUNT} \
+         && mount --bind -o ro {} {MOUNT} && exec \"$0\" \"$@\"",
+        sa_dir.display()
+    );
     let repo = serve(&fleet("e2e-sa", &[("via-sa", &["member2"])]));
     let http_port = free_port();
     let cache = tempfile::tempdir().unwrap();
     let _controller = Running(
-        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        Command::new("unshare")
+            .args(["--mount", "sh", "-c", &in_pod, env!("CARGO_BIN_EXE_flotilla")])
             .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--instance", "sa"])
             .args([
                 "--kubeconfig",
@@ -369,14 +389,10 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
                 "--listen",
                 &format!("127.0.0.1:{http_port}"),
             ])
-            .args([
-                "--cache-dir",
-                cache.path().to_str().unwrap(),
-                "--leader-elect",
-                "--host-kubeconfig",
-                sa_path.to_str().unwrap(),
-            ])
-            .args(["--lease-namespace", "flotilla-system", "--lease-duration", "5"])
+            .args(["--cache-dir", cache.path().to_str().unwrap(), "--leader-elect", "--lease-duration", "5"])
+            .env("KUBERNETES_SERVICE_HOST", service_host)
+            .env("KUBERNETES_SERVICE_PORT", service_port)
+            .env("POD_NAMESPACE", "flotilla-system")
             .quiet(),
     );
     wait_for("the ServiceAccount-backed controller to lead", Duration::from_secs(60), || async { ready(http_port) })
