@@ -45,6 +45,8 @@ pub struct RevisionLabels {
 pub struct Metrics {
     /// Seconds per fetch.
     pub fetch_seconds: Histogram,
+    /// Seconds per render (read from Git, load through the parse cache, plan).
+    pub render_seconds: Histogram,
     /// Seconds per reconcile of one cluster.
     pub reconcile_seconds: Family<ClusterLabel, Histogram>,
     /// Objects applied.
@@ -67,6 +69,7 @@ impl Metrics {
         let seconds = || Histogram::new(exponential_buckets(0.005, 2.0, 14));
         let metrics = Self {
             fetch_seconds: seconds(),
+            render_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             reconcile_seconds: Family::new_with_constructor(seconds),
             applied: Family::default(),
             pruned: Family::default(),
@@ -76,6 +79,11 @@ impl Metrics {
             webhooks: Family::default(),
         };
         registry.register("flotilla_fetch_seconds", "Git fetch duration", metrics.fetch_seconds.clone());
+        registry.register(
+            "flotilla_render_seconds",
+            "Render duration (Git read, cached parse, plan)",
+            metrics.render_seconds.clone(),
+        );
         registry.register(
             "flotilla_reconcile_seconds",
             "Reconcile duration per cluster",

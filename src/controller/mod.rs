@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use flotilla_core::load::ParseCache;
 use flotilla_core::model::{ClusterState, Limits, Plan};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
@@ -208,6 +209,9 @@ pub struct Shared {
     /// The last render's placements, fed to the next (dynamic and aggregated division
     /// keep their distribution, as Karmada's steady mode does). In memory only.
     pub placements: Mutex<ClusterState>,
+    /// Documents of the last rendered revision by blob id: a commit re-parses only the
+    /// files it changed.
+    pub parse_cache: Arc<Mutex<ParseCache>>,
 }
 
 /// Runs until interrupted (Ctrl-C / SIGINT).
@@ -223,6 +227,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         branch: config.branch.clone(),
         status: Mutex::new(Status::default()),
         placements: Mutex::new(ClusterState::default()),
+        parse_cache: Arc::default(),
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -338,13 +343,18 @@ async fn render(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid,
     let dir = watched.lock().expect("repository lock").path();
     let (rev, subdir) = (head.to_string(), config.path.clone());
     let state = shared.placements.lock().expect("placements lock").clone();
+    let cache = shared.parse_cache.clone();
+    let clock = Instant::now();
     let rendered = tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {
         let limits = Limits::default();
-        let files = crate::source::read_git_subtree(&dir, &rev, &subdir, &limits)?;
-        Ok(flotilla_core::plan(&files, &state, &limits)?)
+        let mut cache = cache.lock().expect("parse cache lock");
+        let files = crate::source::read_git_subtree(&dir, &rev, &subdir, &limits, &cache)?;
+        let loaded = flotilla_core::load::load_cached(&files, &mut cache, &limits)?;
+        Ok(flotilla_core::plan_loaded(loaded, files.revision, &state))
     })
     .await
     .expect("render task");
+    shared.metrics.render_seconds.observe(clock.elapsed().as_secs_f64());
     match rendered {
         Ok(plan) => {
             shared.metrics.render_failing.set(0);

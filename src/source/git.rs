@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use flotilla_core::load::ParseCache;
 use flotilla_core::model::{Limits, RepoFiles};
 use git2::{ObjectType, Repository, Tree};
 
@@ -19,16 +20,29 @@ fn git(what: impl Into<String>) -> impl FnOnce(git2::Error) -> SourceError {
 pub fn read(path: &Path, rev: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
     let repo = Repository::discover(path).map_err(git(format!("{} is not inside a Git repository", path.display())))?;
     let prefix = subdirectory(&repo, path)?;
-    read_tree(&repo, rev, &prefix, limits)
+    read_tree(&repo, rev, &prefix, limits, &ParseCache::default())
 }
 
 /// Reads `rev` of the repository at `repo_dir` (bare or not), limited to `prefix`.
-pub fn read_subtree(repo_dir: &Path, rev: &str, prefix: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
+/// Blobs whose documents `cache` holds are listed by id and not read.
+pub fn read_subtree(
+    repo_dir: &Path,
+    rev: &str,
+    prefix: &str,
+    limits: &Limits,
+    cache: &ParseCache,
+) -> Result<RepoFiles, SourceError> {
     let repo = Repository::open(repo_dir).map_err(git(format!("{} is not a Git repository", repo_dir.display())))?;
-    read_tree(&repo, rev, prefix.trim_matches('/'), limits)
+    read_tree(&repo, rev, prefix.trim_matches('/'), limits, cache)
 }
 
-fn read_tree(repo: &Repository, rev: &str, prefix: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
+fn read_tree(
+    repo: &Repository,
+    rev: &str,
+    prefix: &str,
+    limits: &Limits,
+    cache: &ParseCache,
+) -> Result<RepoFiles, SourceError> {
     let commit = repo
         .revparse_single(rev)
         .and_then(|o| o.peel_to_commit())
@@ -43,7 +57,7 @@ fn read_tree(repo: &Repository, rev: &str, prefix: &str, limits: &Limits) -> Res
             .map_err(git(format!("{prefix} does not exist at {rev}")))?
     };
     let mut collector = Collector::new(limits);
-    walk(repo, &tree, &tree, "", &mut collector)?;
+    walk(repo, &tree, &tree, "", &mut Blobs { collector: &mut collector, cache })?;
     let mut files = collector.files;
     files.revision = commit.id().to_string();
     Ok(files)
@@ -59,12 +73,33 @@ fn subdirectory(repo: &Repository, path: &Path) -> Result<String, SourceError> {
     Ok(rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/"))
 }
 
+/// Manifest blobs gathered by id: read, or only listed when the parse cache holds them.
+struct Blobs<'c, 'l> {
+    collector: &'c mut Collector<'l>,
+    cache: &'c ParseCache,
+}
+
+impl Blobs<'_, '_> {
+    fn add(&mut self, repo: &Repository, rel: &str, id: git2::Oid) -> Result<(), SourceError> {
+        let hex = id.to_string();
+        if let Some(size) = self.cache.size(rel, &hex) {
+            self.collector.admit(rel, size as u64)?;
+        } else {
+            let blob = repo.find_blob(id).map_err(git(format!("cannot read {rel}")))?;
+            self.collector.admit(rel, blob.size() as u64)?;
+            self.collector.add(rel.to_owned(), blob.content().to_vec());
+        }
+        self.collector.files.ids.insert(rel.to_owned(), hex);
+        Ok(())
+    }
+}
+
 fn walk(
     repo: &Repository,
     root: &Tree<'_>,
     tree: &Tree<'_>,
     prefix: &str,
-    out: &mut Collector<'_>,
+    out: &mut Blobs<'_, '_>,
 ) -> Result<(), SourceError> {
     for entry in tree.iter() {
         let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
@@ -76,15 +111,11 @@ fn walk(
                     entry.to_object(repo).and_then(|o| o.peel_to_tree()).map_err(git(format!("cannot read {rel}")))?;
                 walk(repo, root, &sub, &rel, out)?;
             }
-            Some(ObjectType::Blob) => {
+            Some(ObjectType::Blob) if entry.filemode() == SYMLINK_MODE => {
                 let blob = repo.find_blob(entry.id()).map_err(git(format!("cannot read {rel}")))?;
-                if entry.filemode() == SYMLINK_MODE {
-                    read_link(repo, root, &rel, blob.content(), out)?;
-                } else if RepoFiles::is_manifest_path(&rel) {
-                    out.admit(&rel, blob.size() as u64)?;
-                    out.add(rel, blob.content().to_vec());
-                }
+                read_link(repo, root, &rel, blob.content(), out)?;
             }
+            Some(ObjectType::Blob) if RepoFiles::is_manifest_path(&rel) => out.add(repo, &rel, entry.id())?,
             _ => {}
         }
     }
@@ -98,16 +129,14 @@ fn read_link(
     root: &Tree<'_>,
     rel: &str,
     target: &[u8],
-    out: &mut Collector<'_>,
+    out: &mut Blobs<'_, '_>,
 ) -> Result<(), SourceError> {
     let escaping = || SourceError::EscapingSymlink { path: rel.into() };
     let target = std::str::from_utf8(target).map_err(|_| escaping())?;
     let resolved = resolve_link(rel, target)?;
     let entry = root.get_path(Path::new(&resolved)).map_err(|_| escaping())?;
     if entry.kind() == Some(ObjectType::Blob) && entry.filemode() != SYMLINK_MODE && RepoFiles::is_manifest_path(rel) {
-        let blob = repo.find_blob(entry.id()).map_err(git(format!("cannot read {resolved}")))?;
-        out.admit(rel, blob.size() as u64)?;
-        out.add(rel.to_owned(), blob.content().to_vec());
+        out.add(repo, rel, entry.id())?;
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ mod git;
 
 use std::path::{Path, PathBuf};
 
+use flotilla_core::load::ParseCache;
 use flotilla_core::model::{Limits, RepoFiles};
 
 /// Why a revision could not be read. Paths are repo-relative; no content is quoted.
@@ -71,8 +72,15 @@ pub fn read(repo: &Path, rev: Option<&str>, limits: &Limits) -> Result<RepoFiles
 
 /// Reads revision `rev` of the repository at `repo_dir` (a bare cache or a local
 /// repository), limited to the subdirectory `prefix`.
-pub fn read_git_subtree(repo_dir: &Path, rev: &str, prefix: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
-    git::read_subtree(repo_dir, rev, prefix, limits)
+/// Files whose documents `cache` holds are listed by blob id and not read.
+pub fn read_git_subtree(
+    repo_dir: &Path,
+    rev: &str,
+    prefix: &str,
+    limits: &Limits,
+    cache: &ParseCache,
+) -> Result<RepoFiles, SourceError> {
+    git::read_subtree(repo_dir, rev, prefix, limits, cache)
 }
 
 /// Accumulates files under the limits.

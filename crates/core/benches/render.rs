@@ -12,7 +12,45 @@ use flotilla_core::model::{ClusterState, Limits, RepoFiles};
 
 fn repo(templates: usize, clusters: usize) -> RepoFiles {
     let files = generate::generate(templates, clusters).into_iter().map(|(p, c)| (p, c.into_bytes())).collect();
-    RepoFiles { revision: format!("bench-{templates}x{clusters}"), files }
+    RepoFiles { revision: format!("bench-{templates}x{clusters}"), files, ..Default::default() }
+}
+
+/// A one-file commit to the M repo (5,000 templates, 20 clusters), as the controller
+/// renders it: unchanged files come from the parse cache (listed by blob id, not read);
+/// the changed file (100 templates) is parsed; then bind, place and render run for the
+/// whole repo. Successive iterations alternate between two versions of the file.
+fn one_file_commit(c: &mut Criterion) {
+    let limits = Limits::default();
+    let state = ClusterState::default();
+    let base = repo(5_000, 20);
+    let changed = "apps/batch-00007.yaml";
+    let versions: Vec<Vec<u8>> = (0..2)
+        .map(|v| {
+            String::from_utf8(base.files[changed].clone()).unwrap().replace("level: info", &format!("level: v{v}"))
+        })
+        .map(String::into_bytes)
+        .collect();
+    let mut full = base.clone();
+    full.ids = base.files.keys().map(|p| (p.clone(), format!("{p}@0"))).collect();
+    let mut cache = flotilla_core::load::ParseCache::default();
+    flotilla_core::load::load_cached(&full, &mut cache, &limits).unwrap();
+    let revision = |i: usize| {
+        let mut files = RepoFiles { revision: format!("commit-{i}"), ids: full.ids.clone(), ..Default::default() };
+        files.ids.insert(changed.to_owned(), format!("{changed}@{}", 1 + i % 2));
+        files.files.insert(changed.to_owned(), versions[i % 2].clone());
+        files
+    };
+    let mut group = c.benchmark_group("one-file-commit-M");
+    let mut i = 0;
+    group.bench_function("cached", |b| {
+        b.iter_with_large_drop(|| {
+            i += 1;
+            let files = revision(i);
+            let loaded = flotilla_core::load::load_cached(&files, &mut cache, &limits).unwrap();
+            flotilla_core::plan_loaded(loaded, files.revision, &state)
+        })
+    });
+    group.finish();
 }
 
 fn bytes(files: &RepoFiles) -> u64 {
@@ -95,5 +133,5 @@ fn yaml_crates(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sizes, scaling, yaml_crates);
+criterion_group!(benches, sizes, scaling, yaml_crates, one_file_commit);
 criterion_main!(benches);

@@ -72,6 +72,8 @@ pub fn render(
             let t = &loaded.templates[template];
             let policies = overrides::ordered_policies(&loaded, &index, t);
             let (loaded, by_name) = (&loaded, &by_name);
+            // Clusters that get the same rules and counts share one trial.
+            let mut tried: Vec<(Option<i64>, Option<i64>, Vec<overrides::RuleRef>, Result<(), String>)> = Vec::new();
             target.clusters.iter().map(move |(cluster, replicas)| {
                 let rendered = Rendered {
                     template,
@@ -81,17 +83,26 @@ pub fn render(
                     source: target.source,
                     suspended: target.all_suspended || target.suspended.contains(cluster),
                 };
-                match rendered.overrides.is_empty() {
-                    true => Ok((cluster.clone(), rendered)),
-                    false => match materialize(loaded, &rendered) {
-                        Ok(_) => Ok((cluster.clone(), rendered)),
-                        Err(e) => Err(Box::new(problem(
-                            t,
-                            Some(cluster.clone()),
-                            ProblemReason::OverrideFailed,
-                            error_chain(&e),
-                        ))),
-                    },
+                if rendered.overrides.is_empty() {
+                    return Ok((cluster.clone(), rendered));
+                }
+                let same = |(r, c, o, _): &&(_, _, Vec<_>, _)| {
+                    (*r, *c, o.as_slice()) == (rendered.replicas, rendered.completions, rendered.overrides.as_slice())
+                };
+                let outcome = match tried.iter().find(same) {
+                    Some((.., outcome)) => outcome.clone(),
+                    None => {
+                        let outcome = trial(loaded, &rendered).map_err(|e| error_chain(&e));
+                        let key = (rendered.replicas, rendered.completions, rendered.overrides.clone());
+                        tried.push((key.0, key.1, key.2, outcome.clone()));
+                        outcome
+                    }
+                };
+                match outcome {
+                    Ok(()) => Ok((cluster.clone(), rendered)),
+                    Err(message) => {
+                        Err(Box::new(problem(t, Some(cluster.clone()), ProblemReason::OverrideFailed, message)))
+                    }
                 }
             })
         })
@@ -201,9 +212,18 @@ impl Plan {
     }
 }
 
+/// Whether the overrides of `rendered` apply: [`materialize`] up to the step that can
+/// fail.
+fn trial(loaded: &Loaded, rendered: &Rendered) -> Result<(), OverrideError> {
+    let template = &loaded.templates[rendered.template];
+    let mut object = Value::clone(&template.object);
+    revise_replicas(&mut object, &template.key, rendered.replicas, rendered.completions);
+    overrides::apply(&mut object, loaded, &rendered.overrides)
+}
+
 fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideError> {
     let template = &loaded.templates[rendered.template];
-    let mut object = template.object.clone();
+    let mut object = Value::clone(&template.object);
     revise_replicas(&mut object, &template.key, rendered.replicas, rendered.completions);
     overrides::apply(&mut object, loaded, &rendered.overrides)?;
     if template.labels.get(RETAIN_REPLICAS_LABEL).map(String::as_str) == Some("true") {

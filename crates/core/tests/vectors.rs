@@ -301,6 +301,7 @@ fn plan_repo(files: &[(&str, &str)]) -> flotilla_core::model::Plan {
     let files = RepoFiles {
         revision: "test".into(),
         files: files.iter().map(|(p, c)| (p.to_string(), c.as_bytes().to_vec())).collect(),
+        ..Default::default()
     };
     flotilla_core::plan(&files, &Default::default(), &Default::default()).expect("fixture repo loads")
 }

@@ -9,7 +9,7 @@ mod scope;
 mod split;
 mod validate;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -101,9 +101,9 @@ pub enum LoadError {
 }
 
 /// What one document turned out to be.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Parsed {
-    Template(Value),
+    Template(Arc<Value>),
     Propagation(Named<PropagationSpec>),
     Override(Named<OverrideSpec>),
     Cluster(Cluster),
@@ -113,41 +113,215 @@ enum Parsed {
 
 /// Loads every manifest of a revision. See the module docs.
 pub fn load(files: &RepoFiles, limits: &Limits) -> Result<Loaded, LoadError> {
-    let chunks = split_files(files, limits)?;
+    load_cached(files, &mut ParseCache::default(), limits)
+}
+
+/// Documents parsed from earlier revisions, keyed by path and content id (a Git blob
+/// id), so a revision that changes one file parses one file. It holds the files of the
+/// last revision loaded through it and nothing older, so it never outgrows one
+/// revision.
+#[derive(Debug, Default)]
+pub struct ParseCache {
+    files: HashMap<(String, String), CachedFile>,
+    /// The CRD scopes the files' templates were keyed under.
+    scopes: Option<scope::Scopes>,
+}
+
+#[derive(Debug)]
+struct CachedFile {
+    size: usize,
+    documents: Vec<(Origin, Parsed)>,
+    /// The file's templates keyed under [`ParseCache::scopes`].
+    keyed: Option<Vec<Arc<Template>>>,
+}
+
+/// A file of the revision being loaded: held in the next cache, or used once.
+enum Slot {
+    Kept((String, String)),
+    Loose(CachedFile),
+}
+
+impl CachedFile {
+    fn raw_templates(&self) -> impl Iterator<Item = (&Origin, &Arc<Value>)> {
+        self.documents.iter().filter_map(|(origin, doc)| match doc {
+            Parsed::Template(object) => Some((origin, object)),
+            _ => None,
+        })
+    }
+}
+
+impl ParseCache {
+    /// The size of the file at `path` with content id `id`, if its documents are held:
+    /// a source need not read such a file.
+    pub fn size(&self, path: &str, id: &str) -> Option<usize> {
+        self.files.get(&(path.to_owned(), id.to_owned())).map(|f| f.size)
+    }
+
+    /// Files held.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// [`load`], reusing and refreshing `cache` for files with a content id. Results are
+/// identical to an uncached load: the same objects, the same first error.
+pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -> Result<Loaded, LoadError> {
+    let (chunks, hits) = split_files(files, cache, limits)?;
     let parsed: Vec<Result<Vec<(Origin, Parsed)>, LoadError>> =
         chunks.par_iter().map(|(file, chunk)| parse_document(file, chunk, limits)).collect();
-    let mut loaded = Loaded::default();
-    let mut raw_templates = Vec::new();
-    for result in parsed {
-        for (origin, doc) in result? {
-            match doc {
-                Parsed::Template(object) => raw_templates.push((origin, object)),
-                Parsed::Propagation(p) => loaded.propagation_policies.push(p),
-                Parsed::Override(o) => loaded.override_policies.push(o),
-                Parsed::Cluster(c) => loaded.clusters.push(c),
-                Parsed::FederatedHpa(h) => loaded.federated_hpas.push(h),
-                Parsed::CronFederatedHpa(h) => loaded.cron_federated_hpas.push(h),
+    // File by file in path order: the cached documents, or the results of its chunks.
+    let mut fresh = parsed.into_iter().zip(chunks.iter().map(|(f, _)| f)).peekable();
+    let paths: std::collections::BTreeSet<&String> = files.files.keys().chain(files.ids.keys()).collect();
+    // What this revision uses moves from `held` to `kept`; on failure both stay cached.
+    let mut held = std::mem::take(&mut cache.files);
+    let mut kept = HashMap::with_capacity(paths.len());
+    let previous_scopes = cache.scopes.take();
+    let classify = || -> Result<(Loaded, scope::Scopes), LoadError> {
+        let mut loaded = Loaded::default();
+        let mut per_file = Vec::new();
+        for path in paths.into_iter().filter(|p| RepoFiles::is_manifest_path(p)) {
+            let id = files.ids.get(path);
+            // Files with an id go to `kept` at once (so a failure below keeps them);
+            // files without one are used once.
+            let slot = match id.and_then(|id| hits.contains(path.as_str()).then(|| (path.clone(), id.clone()))) {
+                Some(key) => {
+                    let entry = held.remove(&key).expect("a cache hit is held");
+                    kept.insert(key.clone(), entry);
+                    Slot::Kept(key)
+                }
+                None => {
+                    let mut documents = Vec::new();
+                    while let Some((result, _)) = fresh.next_if(|(_, f)| ***f == **path) {
+                        documents.extend(result?);
+                    }
+                    let size = files.files.get(path).map_or(0, Vec::len);
+                    let entry = CachedFile { size, documents, keyed: None };
+                    match id {
+                        Some(id) => {
+                            let key = (path.clone(), id.clone());
+                            kept.insert(key.clone(), entry);
+                            Slot::Kept(key)
+                        }
+                        None => Slot::Loose(entry),
+                    }
+                }
+            };
+            let entry = match &slot {
+                Slot::Kept(key) => &kept[key],
+                Slot::Loose(entry) => entry,
+            };
+            for (_, doc) in &entry.documents {
+                match doc {
+                    Parsed::Template(_) => {}
+                    Parsed::Propagation(p) => loaded.propagation_policies.push(p.clone()),
+                    Parsed::Override(o) => loaded.override_policies.push(o.clone()),
+                    Parsed::Cluster(c) => loaded.clusters.push(c.clone()),
+                    Parsed::FederatedHpa(h) => loaded.federated_hpas.push(h.clone()),
+                    Parsed::CronFederatedHpa(h) => loaded.cron_federated_hpas.push(h.clone()),
+                }
             }
+            per_file.push(slot);
+        }
+        let raw = per_file
+            .iter()
+            .flat_map(|slot| match slot {
+                Slot::Kept(key) => kept[key].raw_templates(),
+                Slot::Loose(entry) => entry.raw_templates(),
+            })
+            .map(|(_, object)| &**object);
+        let scopes = scope::Scopes::from_crds(raw);
+        // Keyed templates depend on the repo's CRD scopes; memos made under other
+        // scopes are redone.
+        let reuse = previous_scopes.as_ref() == Some(&scopes);
+        let mut all = Vec::new();
+        for mut slot in per_file {
+            let file = match &mut slot {
+                Slot::Kept(key) => kept.get_mut(key).expect("kept above"),
+                Slot::Loose(entry) => entry,
+            };
+            let keyed = match file.keyed.take().filter(|_| reuse) {
+                Some(keyed) => keyed,
+                None => key_file(file, &scopes)?,
+            };
+            all.extend(keyed.iter().cloned());
+            file.keyed = Some(keyed);
+        }
+        loaded.templates = templates(all)?;
+        finish(&mut loaded)?;
+        Ok((loaded, scopes))
+    };
+    let result = classify();
+    match result {
+        Ok((loaded, scopes)) => {
+            cache.files = kept;
+            cache.scopes = Some(scopes);
+            Ok(loaded)
+        }
+        Err(e) => {
+            // Memos of this attempt may be keyed under its scopes: keep only the parses.
+            kept.extend(held);
+            for file in kept.values_mut() {
+                file.keyed = None;
+            }
+            cache.files = kept;
+            Err(e)
         }
     }
-    loaded.templates = templates(raw_templates)?;
-    finish(&mut loaded)?;
-    Ok(loaded)
+}
+
+/// The keyed templates of one file, each followed by what it derives.
+fn key_file(file: &CachedFile, scopes: &scope::Scopes) -> Result<Vec<Arc<Template>>, LoadError> {
+    let mut out = Vec::new();
+    for (origin, object) in file.raw_templates() {
+        let template = scope::keyed(object.clone(), origin.clone(), scopes)?;
+        let derived = scope::derived_service(&template);
+        out.extend(std::iter::once(template).chain(derived).map(Arc::new));
+    }
+    Ok(out)
 }
 
 /// Splits and parses every document into a JSON tree without interpreting it: the
 /// floor under [`load`]'s cost, measured next to it by the benchmarks.
 pub fn parse_only(files: &RepoFiles, limits: &Limits) -> Result<usize, LoadError> {
-    let chunks = split_files(files, limits)?;
+    let (chunks, _) = split_files(files, &ParseCache::default(), limits)?;
     let parsed: Result<Vec<Value>, LoadError> =
         chunks.par_iter().map(|(file, chunk)| parse_as::<Value>(file, chunk, limits)).collect();
     Ok(parsed?.len())
 }
 
-fn split_files<'a>(files: &'a RepoFiles, limits: &Limits) -> Result<Vec<(Arc<str>, Chunk<'a>)>, LoadError> {
+/// Chunks of the files to parse, and the paths of files `cache` holds.
+type Split<'a> = (Vec<(Arc<str>, Chunk<'a>)>, HashSet<&'a str>);
+
+fn split_files<'a>(files: &'a RepoFiles, cache: &ParseCache, limits: &Limits) -> Result<Split<'a>, LoadError> {
     let mut total = 0usize;
     let mut out = Vec::new();
-    for (path, bytes) in files.files.iter().filter(|(p, _)| RepoFiles::is_manifest_path(p)) {
+    let mut hits = HashSet::new();
+    for (path, id) in files.ids.iter().filter(|(p, _)| RepoFiles::is_manifest_path(p)) {
+        match cache.files.get(&(path.clone(), id.clone())) {
+            Some(held) => {
+                total += held.size;
+                hits.insert(path.as_str());
+            }
+            None if !files.files.contains_key(path) => {
+                return Err(LoadError::Invalid {
+                    origin: Origin { file: Arc::from(path.as_str()), document: 0, line: 0 },
+                    message: "the source did not read this file and no cached copy exists".into(),
+                });
+            }
+            None => {}
+        }
+    }
+    if total > limits.max_total_bytes {
+        return Err(LoadError::RepoTooLarge { limit: limits.max_total_bytes });
+    }
+    for (path, bytes) in
+        files.files.iter().filter(|(p, _)| RepoFiles::is_manifest_path(p) && !hits.contains(p.as_str()))
+    {
         if bytes.len() > limits.max_file_bytes {
             return Err(LoadError::FileTooLarge {
                 file: path.clone(),
@@ -168,7 +342,7 @@ fn split_files<'a>(files: &'a RepoFiles, limits: &Limits) -> Result<Vec<(Arc<str
         let shared: Arc<str> = Arc::from(path.as_str());
         out.extend(chunks.into_iter().map(|c| (shared.clone(), c)));
     }
-    Ok(out)
+    Ok((out, hits))
 }
 
 fn parse_options(limits: &Limits) -> serde_saphyr::Options {
@@ -243,7 +417,7 @@ fn parse_document(shared: &Arc<str>, chunk: &Chunk<'_>, limits: &Limits) -> Resu
         _ if scope::is_karmada_group(api_version) => {
             return Err(invalid(format!("{api_version} {kind} is not supported by flotilla")));
         }
-        _ => Parsed::Template(value),
+        _ => Parsed::Template(Arc::new(value)),
     };
     Ok(vec![(origin, parsed)])
 }
@@ -253,7 +427,7 @@ fn list_items(value: Value, origin: &Origin) -> Result<Vec<(Origin, Parsed)>, Lo
     let Some(Value::Array(items)) = value.get("items").cloned() else {
         return Err(LoadError::Invalid { origin: origin.clone(), message: "a List needs an items array".into() });
     };
-    items.into_iter().map(|item| Ok((origin.clone(), Parsed::Template(item)))).collect()
+    items.into_iter().map(|item| Ok((origin.clone(), Parsed::Template(Arc::new(item))))).collect()
 }
 
 fn required_str<'v>(value: &'v Value, field: &str) -> Result<&'v str, String> {
@@ -328,24 +502,26 @@ fn typed_with_labels<S: DeserializeOwned>(
 
 /// Turns raw template objects into keyed [`Template`]s: names checked, namespaces
 /// defaulted by scope, ServiceImports given their derived Service, duplicates refused.
-fn templates(raw: Vec<(Origin, Value)>) -> Result<Vec<Template>, LoadError> {
-    let scopes = scope::Scopes::from_crds(raw.iter().map(|(_, v)| v));
-    let mut by_key: BTreeMap<ObjectKey, Template> = BTreeMap::new();
-    for (origin, object) in raw {
-        let template = scope::keyed(object, origin, &scopes)?;
-        let derived = scope::derived_service(&template);
-        for template in std::iter::once(template).chain(derived) {
-            if let Some(first) = by_key.get(&template.key) {
-                return Err(LoadError::Duplicate {
-                    key: Box::new(template.key.clone()),
-                    first: first.origin.clone(),
-                    second: template.origin,
-                });
-            }
-            by_key.insert(template.key.clone(), template);
+/// `keyed` is in file order; the result is sorted by key.
+fn templates(keyed: Vec<Arc<Template>>) -> Result<Vec<Arc<Template>>, LoadError> {
+    let mut sorted = keyed.clone();
+    // Stable: equal keys keep file order.
+    sorted.sort_by(|a, b| a.key.cmp(&b.key));
+    if sorted.windows(2).all(|pair| pair[0].key != pair[1].key) {
+        return Ok(sorted);
+    }
+    // Report the duplicate met first in file order, as a scan in that order would.
+    let mut seen: BTreeMap<&ObjectKey, &Template> = BTreeMap::new();
+    for template in &keyed {
+        if let Some(first) = seen.insert(&template.key, template) {
+            return Err(LoadError::Duplicate {
+                key: Box::new(template.key.clone()),
+                first: first.origin.clone(),
+                second: template.origin.clone(),
+            });
         }
     }
-    Ok(by_key.into_values().collect())
+    unreachable!("a duplicate key was found by sorting")
 }
 
 /// Cross-document checks and the final, deterministic order.
@@ -381,4 +557,85 @@ fn unique_names<S>(items: &mut [Named<S>], namespaced: &str, cluster: &str) -> R
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(kind: &str, name: &str) -> String {
+        format!("apiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n  namespace: default\n")
+    }
+
+    /// A revision whose files carry ids; `elided` files are listed by id only.
+    fn revision(files: &[(&str, &str, &str)], elided: &[&str]) -> RepoFiles {
+        let mut repo = RepoFiles::default();
+        for (path, id, content) in files {
+            repo.ids.insert(path.to_string(), id.to_string());
+            if !elided.contains(path) {
+                repo.files.insert(path.to_string(), content.as_bytes().to_vec());
+            }
+        }
+        repo
+    }
+
+    fn keys(loaded: &Loaded) -> Vec<String> {
+        loaded.templates.iter().map(|t| format!("{} @ {}", t.key, t.origin)).collect()
+    }
+
+    #[test]
+    fn unchanged_files_come_from_the_cache_and_only_the_last_revision_is_held() {
+        let (a, b1, b2) =
+            (doc("ConfigMap", "a") + "---\n" + &doc("Secret", "s"), doc("ConfigMap", "b"), doc("ConfigMap", "c"));
+        let limits = Limits::default();
+        let mut cache = ParseCache::default();
+        let first = revision(&[("a.yaml", "id-a", &a), ("b.yaml", "id-b1", &b1)], &[]);
+        load_cached(&first, &mut cache, &limits).unwrap();
+        assert_eq!(cache.size("a.yaml", "id-a"), Some(a.len()));
+        // The next revision changes b.yaml; a.yaml is not even read.
+        let second = revision(&[("a.yaml", "id-a", ""), ("b.yaml", "id-b2", &b2)], &["a.yaml"]);
+        let cached = load_cached(&second, &mut cache, &limits).unwrap();
+        let full = load(&revision(&[("a.yaml", "id-a", &a), ("b.yaml", "id-b2", &b2)], &[]), &limits).unwrap();
+        assert_eq!(keys(&cached), keys(&full));
+        assert_eq!(
+            keys(&cached),
+            [
+                "v1 ConfigMap default/a @ a.yaml: document 1 (line 1)",
+                "v1 ConfigMap default/c @ b.yaml: document 1 (line 1)",
+                "v1 Secret default/s @ a.yaml: document 2 (line 6)"
+            ]
+        );
+        assert_eq!(cache.len(), 2, "b.yaml's first version is dropped");
+        assert_eq!(cache.size("b.yaml", "id-b1"), None);
+    }
+
+    #[test]
+    fn cached_templates_are_rescoped_when_a_crd_changes_scope() {
+        let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n";
+        let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  group: example.com\n  scope: Cluster\n  names: {kind: Widget, plural: widgets}\n";
+        let limits = Limits::default();
+        let mut cache = ParseCache::default();
+        let first = load_cached(&revision(&[("w.yaml", "id-w", widget)], &[]), &mut cache, &limits).unwrap();
+        assert_eq!(first.templates[0].key.namespace.as_deref(), Some("default"));
+        let second = revision(&[("w.yaml", "id-w", ""), ("crd.yaml", "id-crd", crd)], &["w.yaml"]);
+        let second = load_cached(&second, &mut cache, &limits).unwrap();
+        let widget = second.templates.iter().find(|t| t.key.kind == "Widget").unwrap();
+        assert_eq!(widget.key.namespace, None, "the cached Widget follows the new CRD's scope");
+    }
+
+    #[test]
+    fn a_failed_load_keeps_the_cache_and_reports_as_uncached() {
+        let limits = Limits::default();
+        let mut cache = ParseCache::default();
+        let good = doc("ConfigMap", "a");
+        load_cached(&revision(&[("a.yaml", "id-a", &good)], &[]), &mut cache, &limits).unwrap();
+        let broken = revision(&[("a.yaml", "id-a", ""), ("b.yaml", "id-b", "key: [unclosed\n")], &["a.yaml"]);
+        let cached = load_cached(&broken, &mut cache, &limits).unwrap_err();
+        let full = load(&revision(&[("a.yaml", "id-a", &good), ("b.yaml", "id-b", "key: [unclosed\n")], &[]), &limits);
+        assert_eq!(Err(cached), full.map(|_| ()));
+        assert_eq!(cache.size("a.yaml", "id-a"), Some(good.len()), "still cached after the failure");
+        // A file neither read nor cached is an error, not a silently missing file.
+        let missing = revision(&[("z.yaml", "id-z", "")], &["z.yaml"]);
+        assert!(matches!(load_cached(&missing, &mut cache, &limits), Err(LoadError::Invalid { .. })));
+    }
 }

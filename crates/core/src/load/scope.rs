@@ -2,6 +2,7 @@
 //! objects flotilla derives from templates (a ServiceImport's `derived-<name>` Service).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -49,7 +50,7 @@ pub fn is_karmada_group(api_version: &str) -> bool {
 }
 
 /// Cluster-scoped custom kinds declared by CRDs in the repo.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Scopes {
     custom: BTreeMap<(String, String), bool>,
 }
@@ -78,14 +79,16 @@ impl Scopes {
 
 /// Builds the keyed template: checks metadata, defaults the namespace of namespaced
 /// kinds to `default` (as `kubectl apply` does) and drops it from cluster-scoped ones.
-pub fn keyed(mut object: Value, origin: Origin, scopes: &Scopes) -> Result<Template, LoadError> {
+/// The object is shared with the parse cache and copied only when it must change (a
+/// namespace defaulted or dropped).
+pub fn keyed(mut object: Arc<Value>, origin: Origin, scopes: &Scopes) -> Result<Template, LoadError> {
     let invalid = |message: String| LoadError::Invalid { origin: origin.clone(), message };
     let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
     if api_version.is_empty() || kind.is_empty() {
         return Err(invalid("apiVersion and kind must be non-empty strings".into()));
     }
-    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+    let Some(metadata) = object.get("metadata").and_then(Value::as_object) else {
         return Err(invalid("missing metadata".into()));
     };
     let name = match metadata.get("name") {
@@ -105,7 +108,9 @@ pub fn keyed(mut object: Value, origin: Origin, scopes: &Scopes) -> Result<Templ
     string_map(metadata, "annotations").map_err(invalid)?;
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     let namespace = if scopes.is_cluster_scoped(group, &kind) {
-        metadata.remove("namespace");
+        if metadata.contains_key("namespace") {
+            metadata_mut(&mut object).remove("namespace");
+        }
         None
     } else {
         let ns = match metadata.get("namespace") {
@@ -117,11 +122,17 @@ pub fn keyed(mut object: Value, origin: Origin, scopes: &Scopes) -> Result<Templ
             Some(Value::String(_)) => "default".to_owned(),
             Some(_) => return Err(invalid("metadata.namespace must be a string".into())),
         };
-        metadata.insert("namespace".into(), Value::String(ns.clone()));
+        if metadata.get("namespace").and_then(Value::as_str) != Some(ns.as_str()) {
+            metadata_mut(&mut object).insert("namespace".into(), Value::String(ns.clone()));
+        }
         Some(ns)
     };
     let key = ObjectKey { api_version, kind, namespace, name };
-    Ok(Template { key, labels, object, origin, derived_from: None })
+    Ok(Template { key, labels, object, origin, derived_from: None, workload: Default::default() })
+}
+
+fn metadata_mut(object: &mut Arc<Value>) -> &mut Map<String, Value> {
+    Arc::make_mut(object)["metadata"].as_object_mut().expect("checked to be a mapping")
 }
 
 fn string_map(metadata: &Map<String, Value>, field: &str) -> Result<BTreeMap<String, String>, String> {
@@ -176,8 +187,9 @@ pub fn derived_service(template: &Template) -> Option<Template> {
     Some(Template {
         key: ObjectKey { api_version: "v1".into(), kind: "Service".into(), namespace: Some(namespace), name },
         labels: BTreeMap::new(),
-        object,
+        object: Arc::new(object),
         origin: template.origin.clone(),
         derived_from: Some(template.key.clone()),
+        workload: Default::default(),
     })
 }

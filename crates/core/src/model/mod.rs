@@ -8,6 +8,8 @@ pub mod policy;
 pub mod repo;
 pub mod selector;
 
+use std::sync::Arc;
+
 pub use autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
 pub use cluster::{Cluster, ClusterState};
 pub use object::{ObjectKey, Origin, Template};
@@ -42,7 +44,7 @@ impl<S> Named<S> {
 #[derive(Debug, Clone, Default)]
 pub struct Loaded {
     /// Resource templates sorted by key.
-    pub templates: Vec<Template>,
+    pub templates: Vec<Arc<Template>>,
     /// PropagationPolicies (namespaced) and ClusterPropagationPolicies.
     pub propagation_policies: Vec<Named<PropagationSpec>>,
     /// OverridePolicies (namespaced) and ClusterOverridePolicies.
@@ -58,6 +60,6 @@ pub struct Loaded {
 impl Loaded {
     /// The template with this key, by binary search (templates are sorted).
     pub fn template(&self, key: &ObjectKey) -> Option<&Template> {
-        self.templates.binary_search_by(|t| t.key.cmp(key)).ok().map(|i| &self.templates[i])
+        self.templates.binary_search_by(|t| t.key.cmp(key)).ok().map(|i| &*self.templates[i])
     }
 }

@@ -63,13 +63,16 @@ pub struct Template {
     pub key: ObjectKey,
     /// `metadata.labels`, extracted once for selector matching.
     pub labels: BTreeMap<String, String>,
-    /// The whole object as written (namespace defaulted).
-    pub object: Value,
+    /// The whole object as written (namespace defaulted); shared with the parse cache.
+    pub object: Arc<Value>,
     /// Where it was declared.
     pub origin: Origin,
     /// Set for objects flotilla derives from another template (the `derived-<name>`
     /// Service of a ServiceImport): they travel with their source and are never claimed.
     pub derived_from: Option<ObjectKey>,
+    /// What placement reads from the object, worked out on first use; templates are
+    /// shared between revisions by the parse cache, and so is this.
+    pub workload: std::sync::OnceLock<crate::schedule::Workload>,
 }
 
 impl Template {

@@ -10,6 +10,10 @@ pub struct RepoFiles {
     pub revision: String,
     /// Repo-relative path (`/`-separated) → bytes.
     pub files: BTreeMap<String, Vec<u8>>,
+    /// Content ids (Git blob ids) where the source has them: path → id. A path listed
+    /// here but absent from `files` was not read because the caller's
+    /// [`ParseCache`](crate::load::ParseCache) holds its documents.
+    pub ids: BTreeMap<String, String>,
 }
 
 /// Bounds on every input, so hostile repos fail fast with a clear error.

@@ -164,7 +164,14 @@ pub fn place(
 ) -> Result<Assignment, FitError> {
     let empty = PreviousPlacement::default();
     let previous = state.previous.get(&state_key(&template.key)).unwrap_or(&empty);
-    let run = Run { template, placement, clusters, state, previous: &previous.clusters, workload: workload(template) };
+    let run = Run {
+        template,
+        placement,
+        clusters,
+        state,
+        previous: &previous.clusters,
+        workload: template.workload.get_or_init(|| workload(template)),
+    };
     if placement.cluster_affinities.is_empty() {
         return run.schedule(placement.cluster_affinity.as_ref(), &[]);
     }
@@ -197,7 +204,7 @@ struct Run<'a> {
     clusters: &'a [Cluster],
     state: &'a ClusterState,
     previous: &'a BTreeMap<String, i64>,
-    workload: Workload,
+    workload: &'a Workload,
 }
 
 impl Run<'_> {
