@@ -73,7 +73,7 @@ pub fn render(
             let policies = overrides::ordered_policies(&loaded, &index, t);
             let (loaded, by_name) = (&loaded, &by_name);
             // Clusters that get the same rules and counts share one trial.
-            let mut tried: Vec<(Option<i64>, Option<i64>, Vec<overrides::RuleRef>, Result<(), String>)> = Vec::new();
+            let mut tried: Vec<Trial> = Vec::new();
             target.clusters.iter().map(move |(cluster, replicas)| {
                 let rendered = Rendered {
                     template,
@@ -211,6 +211,9 @@ impl Plan {
         self.clusters.get(cluster).into_iter().flatten().map(|r| self.manifest(r))
     }
 }
+
+/// A trial's inputs (replicas, completions, rules) and outcome.
+type Trial = (Option<i64>, Option<i64>, Vec<overrides::RuleRef>, Result<(), String>);
 
 /// Whether the overrides of `rendered` apply: [`materialize`] up to the step that can
 /// fail.
