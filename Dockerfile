@@ -1,12 +1,15 @@
 # flotilla controller image: a static-enough release build on Debian slim, run as a
 # non-root user with a read-only root filesystem (see deploy/flotilla.yaml).
 FROM rust:1.95-bookworm AS build
+RUN apt-get update && apt-get install -y --no-install-recommends libssl-dev pkg-config \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked --bin flotilla
 
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
+# libssl3: libgit2's https and ssh transports; ca-certificates: https remotes.
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates libssl3 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/target/release/flotilla /usr/local/bin/flotilla
 USER 65532:65532

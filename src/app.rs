@@ -42,7 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Apply(args) => apply(args),
         Command::Get(args) => get(args),
         Command::Status(args) => status(args),
-        Command::Run(args) => run_controller(args),
+        Command::Run(args) => run_controller(*args),
     }
 }
 
@@ -251,7 +251,14 @@ fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
             .unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"));
         base.join("flotilla").join("repos")
     });
+    let git_auth = crate::controller::git::GitAuth {
+        username: args.git.git_username.clone(),
+        password_file: args.git.git_password_file.clone(),
+        ssh_key_file: args.git.git_ssh_key_file.clone(),
+        known_hosts_file: args.git.git_known_hosts_file.clone(),
+    };
     let config = crate::controller::Config {
+        git_auth,
         repo: args.repo,
         branch: args.branch,
         path: args.path,

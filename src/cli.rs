@@ -38,7 +38,7 @@ pub enum Command {
     /// Health of everything the repo places, per cluster and summed per object.
     Status(StatusArgs),
     /// The controller: follow a Git branch and keep every member cluster reconciled.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 /// `flotilla run`.
@@ -76,6 +76,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", env = "FLOTILLA_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
     #[command(flatten)]
+    pub git: GitArgs,
+    #[command(flatten)]
     pub reconcile: ReconcileArgs,
     /// Run only while holding a Lease in the host cluster, so replicas can stand by.
     #[arg(long)]
@@ -92,6 +94,25 @@ pub struct RunArgs {
     /// Seconds a lease stays valid without renewal; a standby takes over after it.
     #[arg(long, value_name = "SECONDS", default_value_t = 15)]
     pub lease_duration: u64,
+}
+
+/// Credentials for a remote repository, read from files (mount a Secret there). https
+/// remotes are verified against the system's CAs; point `SSL_CERT_FILE` at a PEM bundle
+/// to trust a private CA (OpenSSL's own variable).
+#[derive(Debug, Args)]
+pub struct GitArgs {
+    /// User name for https remotes (default: from the URL, else `git`).
+    #[arg(long, value_name = "NAME", env = "FLOTILLA_GIT_USERNAME")]
+    pub git_username: Option<String>,
+    /// File holding the password or access token for https remotes.
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_GIT_PASSWORD_FILE")]
+    pub git_password_file: Option<PathBuf>,
+    /// Private key for ssh remotes (no passphrase).
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_GIT_SSH_KEY_FILE")]
+    pub git_ssh_key_file: Option<PathBuf>,
+    /// known_hosts listing the ssh server's key; required for ssh remotes.
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_GIT_KNOWN_HOSTS_FILE")]
+    pub git_known_hosts_file: Option<PathBuf>,
 }
 
 /// `flotilla status`.

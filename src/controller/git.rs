@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use git2::{FetchOptions, Oid, Repository};
+use git2::{CertificateCheckStatus, Cred, CredentialType, FetchOptions, Oid, RemoteCallbacks, Repository};
 
 /// Where revisions come from.
 pub struct Watched {
@@ -12,6 +12,119 @@ pub struct Watched {
     /// The remote URL, when fetching.
     url: Option<String>,
     branch: String,
+    auth: GitAuth,
+}
+
+/// Credentials for a remote, all read from files (a mounted Secret in a cluster) at
+/// each connection, so rotated credentials are picked up without a restart. None of
+/// them ever reaches a log or an error message.
+#[derive(Debug, Clone, Default)]
+pub struct GitAuth {
+    /// User name for https (a token usually goes with any name; GitLab wants `oauth2`).
+    pub username: Option<String>,
+    /// Password or access token for https.
+    pub password_file: Option<PathBuf>,
+    /// Private key for ssh (OpenSSH or PEM format, no passphrase).
+    pub ssh_key_file: Option<PathBuf>,
+    /// known_hosts for ssh; the server's key must be listed (no trust on first use).
+    pub known_hosts_file: Option<PathBuf>,
+}
+
+impl GitAuth {
+    /// Callbacks answering the server's credential and host-key questions for `url`.
+    pub fn callbacks<'a>(&'a self, url: &str) -> RemoteCallbacks<'a> {
+        let mut callbacks = RemoteCallbacks::new();
+        let mut attempts = 0;
+        callbacks.credentials(move |_url, user_from_url, allowed| {
+            // libgit2 asks again after a rejection; one answer per connection.
+            attempts += 1;
+            if attempts > 1 {
+                return Err(git2::Error::from_str("the server rejected the credentials"));
+            }
+            self.credential(user_from_url, allowed)
+        });
+        let port = ssh_port(url);
+        callbacks.certificate_check(move |cert, host| match cert.as_hostkey() {
+            // https: libgit2 has verified the certificate against the trusted CAs.
+            None => Ok(CertificateCheckStatus::CertificatePassthrough),
+            Some(key) => self.check_host_key(host, port, key.hostkey()),
+        });
+        callbacks
+    }
+
+    fn credential(&self, user_from_url: Option<&str>, allowed: CredentialType) -> Result<Cred, git2::Error> {
+        let user = self.username.as_deref().or(user_from_url).unwrap_or("git");
+        if allowed.contains(CredentialType::USERNAME) {
+            return Cred::username(user);
+        }
+        if allowed.contains(CredentialType::SSH_KEY)
+            && let Some(key) = &self.ssh_key_file
+        {
+            let pem = std::fs::read_to_string(key)
+                .map_err(|e| git2::Error::from_str(&format!("cannot read the ssh key {}: {e}", key.display())))?;
+            return Cred::ssh_key_from_memory(user, None, &pem, None);
+        }
+        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
+            && let Some(file) = &self.password_file
+        {
+            let secret = std::fs::read_to_string(file)
+                .map_err(|e| git2::Error::from_str(&format!("cannot read {}: {e}", file.display())))?;
+            return Cred::userpass_plaintext(user, secret.trim_end_matches(['\n', '\r']));
+        }
+        Err(git2::Error::from_str("the server wants credentials and none are configured for them"))
+    }
+
+    fn check_host_key(&self, host: &str, port: u16, key: Option<&[u8]>) -> Result<CertificateCheckStatus, git2::Error> {
+        let refuse = |why: String| {
+            // libgit2 reports its own generic message; say here what was wrong.
+            tracing::error!(reason = %why, "refusing the ssh server");
+            Err(git2::Error::from_str(&why))
+        };
+        let Some(file) = &self.known_hosts_file else {
+            return refuse(format!("no known_hosts file to check the ssh host key of {host} (--git-known-hosts-file)"));
+        };
+        let Some(key) = key else { return refuse(format!("{host} sent no host key")) };
+        let known = std::fs::read_to_string(file)
+            .map_err(|e| git2::Error::from_str(&format!("cannot read {}: {e}", file.display())))?;
+        match known_host(&known, host, port, key) {
+            Some(true) => Ok(CertificateCheckStatus::CertificateOk),
+            Some(false) => refuse(format!("the ssh host key of {host} does not match {}", file.display())),
+            None => refuse(format!("{host} is not in {}", file.display())),
+        }
+    }
+}
+
+/// Whether `known_hosts` lists `key` for `host`: `Some(true)` when it does, `Some(false)`
+/// when the host is listed with other keys only, `None` when the host is not listed.
+/// Plain host patterns (`host`, `[host]:port`, comma-separated); hashed entries and
+/// wildcards are not matched.
+fn known_host(known_hosts: &str, host: &str, port: u16, key: &[u8]) -> Option<bool> {
+    use base64::Engine;
+    let name = if port == 22 { host.to_owned() } else { format!("[{host}]:{port}") };
+    let mut listed = None;
+    for line in known_hosts.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let mut fields = line.split_whitespace();
+        let (Some(hosts), Some(_kind), Some(blob)) = (fields.next(), fields.next(), fields.next()) else { continue };
+        if hosts.starts_with('@') || !hosts.split(',').any(|h| h == name) {
+            continue;
+        }
+        let matches = base64::engine::general_purpose::STANDARD.decode(blob).is_ok_and(|b| b == key);
+        if matches {
+            return Some(true);
+        }
+        listed = Some(false);
+    }
+    listed
+}
+
+/// The port of an `ssh://` URL (22 for scp-like `user@host:path` and by default).
+fn ssh_port(url: &str) -> u16 {
+    url.strip_prefix("ssh://")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|authority| authority.rsplit('@').next())
+        .and_then(|host_port| host_port.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or(22)
 }
 
 /// Why a revision could not be fetched.
@@ -31,10 +144,10 @@ fn failed(what: impl Into<String>) -> impl FnOnce(git2::Error) -> FetchError {
 impl Watched {
     /// A local repository path is read in place; anything with a URL scheme (`file://`,
     /// `git://`) is fetched into a bare cache under `cache`.
-    pub fn open(repo: &str, branch: &str, cache: &Path) -> Result<Self, FetchError> {
-        if !repo.contains("://") {
+    pub fn open(repo: &str, branch: &str, cache: &Path, auth: GitAuth) -> Result<Self, FetchError> {
+        if !is_url(repo) {
             let opened = Repository::open(repo).map_err(failed(format!("{repo} is not a Git repository")))?;
-            return Ok(Self { repo: opened, url: None, branch: branch.to_owned() });
+            return Ok(Self { repo: opened, url: None, branch: branch.to_owned(), auth });
         }
         let dir = cache.join(cache_name(repo));
         let opened = match Repository::open_bare(&dir) {
@@ -47,7 +160,7 @@ impl Watched {
                 Repository::init_bare(&dir).map_err(failed(format!("cannot create the cache {}", dir.display())))?
             }
         };
-        Ok(Self { repo: opened, url: Some(repo.to_owned()), branch: branch.to_owned() })
+        Ok(Self { repo: opened, url: Some(repo.to_owned()), branch: branch.to_owned(), auth })
     }
 
     /// The directory to read revisions from (a bare cache or the local repository).
@@ -65,6 +178,7 @@ impl Watched {
                 self.repo.remote_anonymous(url).map_err(failed(format!("invalid remote {}", redact(url))))?;
             let refspec = format!("+refs/heads/{}:{local}", self.branch);
             let mut options = FetchOptions::new();
+            options.remote_callbacks(self.auth.callbacks(url));
             remote.fetch(&[refspec.as_str()], Some(&mut options), None).map_err(failed(format!(
                 "fetching {} from {}",
                 self.branch,
@@ -110,6 +224,12 @@ impl Watched {
     pub fn descends(&self, new: Oid, old: Oid) -> bool {
         new == old || self.repo.graph_descendant_of(new, old).unwrap_or(false)
     }
+}
+
+/// A remote URL (`https://`, `ssh://`, `git://`, `file://`, or scp-like `user@host:path`)
+/// rather than a local path.
+pub fn is_url(repo: &str) -> bool {
+    repo.contains("://") || (!repo.starts_with('/') && repo.split_once(':').is_some_and(|(h, _)| h.contains('@')))
 }
 
 /// Packs in the cache before it is compacted.
@@ -162,7 +282,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let remote = Repository::init_bare(dir.path().join("remote.git")).unwrap();
         let url = format!("file://{}", dir.path().join("remote.git").display());
-        let mut watched = Watched::open(&url, "main", &dir.path().join("cache")).unwrap();
+        let mut watched = Watched::open(&url, "main", &dir.path().join("cache"), GitAuth::default()).unwrap();
         let mut last = None;
         for i in 0..40 {
             let id = commit(&remote, &format!("revision {i}"));
@@ -174,6 +294,27 @@ mod tests {
         let blob = commit.tree().unwrap().get_name("fleet.yaml").unwrap().to_object(&watched.repo).unwrap();
         assert_eq!(blob.as_blob().unwrap().content(), b"revision 39");
         assert!(watched.descends(last.unwrap(), commit.parent_id(0).unwrap()));
+    }
+
+    #[test]
+    fn host_keys_are_checked_against_known_hosts() {
+        let key = b"\0\0\0\x0bssh-ed25519 key bytes";
+        let other = b"\0\0\0\x0bssh-ed25519 other bytes";
+        let b64 = |k: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, k);
+        let known = format!(
+            "# comment\ngit.example ssh-ed25519 {}\n[127.0.0.1]:2222,other ssh-ed25519 {}\n",
+            b64(key),
+            b64(other)
+        );
+        assert_eq!(known_host(&known, "git.example", 22, key), Some(true));
+        assert_eq!(known_host(&known, "git.example", 2222, key), None, "another port is another host");
+        assert_eq!(known_host(&known, "127.0.0.1", 2222, key), Some(false), "listed with another key");
+        assert_eq!(known_host(&known, "127.0.0.1", 2222, other), Some(true));
+        assert_eq!(known_host(&known, "unknown", 22, key), None);
+        assert_eq!(ssh_port("ssh://git@127.0.0.1:2222/srv/fleet.git"), 2222);
+        assert_eq!(ssh_port("ssh://git@host/srv/fleet.git"), 22);
+        assert_eq!(ssh_port("git@host:org/fleet.git"), 22);
+        assert!(is_url("git@host:org/fleet.git") && is_url("https://h/r.git") && !is_url("/srv/fleet"));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! pruned); a periodic resync corrects drift even when Git did not move; a webhook
 //! push wakes the loop at once.
 
-mod git;
+pub mod git;
 pub mod metrics;
 pub mod server;
 
@@ -61,6 +61,8 @@ pub struct Config {
     pub cluster_timeout: Duration,
     /// Leader election, when replicas share the work.
     pub election: Option<Election>,
+    /// Credentials for the remote.
+    pub git_auth: git::GitAuth,
 }
 
 /// Where member credentials come from.
@@ -237,7 +239,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     let (repo, branch, cache) = (config.repo.clone(), config.branch.clone(), config.cache_dir.clone());
-    let opened = tokio::task::spawn_blocking(move || git::Watched::open(&repo, &branch, &cache)).await?;
+    let auth = config.git_auth.clone();
+    let opened = tokio::task::spawn_blocking(move || git::Watched::open(&repo, &branch, &cache, auth)).await?;
     let _watcher = watch_local(&config.repo, shared.clone())?;
     // libgit2 repositories may move between threads but not be shared: one at a time.
     let watched = Arc::new(Mutex::new(opened.context("opening the repository")?));

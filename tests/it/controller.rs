@@ -16,7 +16,7 @@ use crate::members::members;
 use crate::support::{wait_for, write};
 
 /// Kills a child process when dropped.
-struct Running(Child);
+pub struct Running(pub Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -25,11 +25,11 @@ impl Drop for Running {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn git(dir: &Path, args: &[&str]) {
+pub fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
@@ -41,7 +41,7 @@ fn commit_and_push(work: &Path, message: &str) {
 }
 
 /// A plain HTTP/1.1 request; returns the status code and body.
-fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut request = format!(
@@ -166,14 +166,14 @@ async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_take
 }
 
 /// A served repository and its working clone.
-struct Served {
-    served: tempfile::TempDir,
-    work: tempfile::TempDir,
+pub struct Served {
+    pub served: tempfile::TempDir,
+    pub work: tempfile::TempDir,
     _daemon: Running,
-    port: u16,
+    pub port: u16,
 }
 
-fn serve(initial: &str) -> Served {
+pub fn serve(initial: &str) -> Served {
     let served = tempfile::tempdir().unwrap();
     git(served.path(), &["init", "-q", "--bare", "-b", "main", "fleet.git"]);
     let work = tempfile::tempdir().unwrap();
@@ -252,7 +252,7 @@ fn commit_local(work: &Path, message: &str) {
 }
 
 /// Quiet, logging-light child processes for tests.
-trait Quiet {
+pub trait Quiet {
     fn quiet(&mut self) -> Child;
 }
 
@@ -263,7 +263,7 @@ impl Quiet for Command {
 }
 
 /// Whether a controller's HTTP server answers `/readyz` with 200.
-fn ready(port: u16) -> bool {
+pub fn ready(port: u16) -> bool {
     TcpStream::connect(("127.0.0.1", port)).is_ok() && http(port, "GET", "/readyz", &[], b"").0 == 200
 }
 

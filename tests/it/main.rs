@@ -2,10 +2,11 @@
 
 pub mod apply; // `flotilla apply` on real members: seeds, no-op, prune, broken commits, a dead member
 mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir
-mod controller; // `flotilla run` with a real git daemon: follow, keep last good, webhooks
+pub mod controller; // `flotilla run` with a real git daemon: follow, keep last good, webhooks
 mod e2e; // the member clusters themselves: real pods, readiness, isolation
 mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields
 mod members; // the member-cluster harness (hack/local-up.sh, per-test namespaces)
 mod pipeline; // fixture repos rendered through the core, as YAML snapshots
+mod remotes; // authenticated remotes: https with a token behind TLS, ssh with a key and known_hosts
 mod seeds; // the two seed tutorials' distributions
 mod support; // shared helpers: running the binary, temporary repos
