@@ -112,11 +112,16 @@ def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
         controller.wait()
 
 
-def rss_mib(pid):
+def memory(pid):
+    """RSS, its anonymous part (heap and stacks; the rest is the binary's own pages) in
+    MiB, and open file descriptors."""
+    fields = {}
     for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "RssAnon"):
+            fields[name] = int(value.split()[0]) / 1024
+    fds = len(list(pathlib.Path(f"/proc/{pid}/fd").iterdir()))
+    return f"{fields.get('VmRSS', 0):>8.1f} {fields.get('RssAnon', 0):>9.1f} {fds:>4}"
 
 
 def soak(state, kubeconfig, work, git_port, seconds):
@@ -132,7 +137,7 @@ def soak(state, kubeconfig, work, git_port, seconds):
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
     member = Member(state, 1)
     start, seq, applied, next_sample = time.time(), 0, 0, 0.0
-    print(f"{'minute':>6} {'commits':>8} {'applied':>8} {'rss MiB':>8}", flush=True)
+    print(f"{'minute':>6} {'commits':>8} {'applied':>8} {'rss MiB':>8} {'anon MiB':>9} {'fds':>4}", flush=True)
     try:
         while time.time() - start < seconds:
             seq += 1
@@ -153,9 +158,9 @@ def soak(state, kubeconfig, work, git_port, seconds):
             except (OSError, http.client.HTTPException, KeyError, ValueError):
                 member = Member(state, 1)
             if time.time() - start >= next_sample:
-                print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {rss_mib(controller.pid):>8.1f}", flush=True)
+                print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {memory(controller.pid)}", flush=True)
                 next_sample += 60
-        print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {rss_mib(controller.pid):>8.1f}", flush=True)
+        print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {memory(controller.pid)}", flush=True)
     finally:
         controller.kill()
         controller.wait()
