@@ -13,6 +13,7 @@
 //! override failures are per object and land in [`Plan::problems`] while everything
 //! else still renders.
 
+pub mod autoscale;
 pub mod dependencies;
 pub mod diff;
 pub mod load;

@@ -3,9 +3,10 @@
 //! stages are called directly with the vector's inputs; nothing here does I/O beyond
 //! reading the vector file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
+use flotilla_core::autoscale;
 use flotilla_core::matching::{self, Candidate};
 use flotilla_core::model::cluster::{Cluster, ClusterSpec};
 use flotilla_core::model::policy::{
@@ -486,6 +487,134 @@ fn conflict_resolution(id: &str) {
     }
 }
 
+/// A running, ready pod started long ago, with `request` milli-CPU and, if given, a
+/// sample of `usage` milli-CPU.
+fn cpu_pod(name: &str, request: i64, usage: Option<i64>) -> autoscale::Pod {
+    autoscale::Pod {
+        name: name.into(),
+        phase: autoscale::PodPhase::Running,
+        deleted: false,
+        ready: Some(autoscale::Ready { status: true, last_transition: 0 }),
+        start_time: Some(0),
+        requests: [("c".to_owned(), [("cpu".to_owned(), request)].into())].into(),
+        usage: usage.map(|u| autoscale::Usage {
+            timestamp: 1_000,
+            window: 30,
+            containers: [("c".to_owned(), [("cpu".to_owned(), u)].into())].into(),
+        }),
+    }
+}
+
+fn fhpa_resource(id: &str) {
+    let (input, expected) = vector(id);
+    let requests: BTreeMap<String, i64> = from(&input["pods"]);
+    let usage: BTreeMap<String, i64> = from(&input["metrics"]);
+    let pods: Vec<_> = requests.iter().map(|(name, r)| cpu_pod(name, *r, usage.get(name).copied())).collect();
+    let got = autoscale::replicas::resource_utilization(
+        from(&input["currentReplicas"]),
+        from(&input["targetUtilization"]),
+        "cpu",
+        None,
+        &autoscale::replicas::Measured {
+            pods: &pods,
+            calibration: from(&input["calibration"]),
+            timing: &autoscale::Timing::default(),
+            now: 10_000,
+        },
+    )
+    .unwrap();
+    assert_eq!(got.replicas, from::<i64>(&expected["replicas"]));
+    assert_eq!(got.utilization, Some(from(&expected["utilization"])));
+    assert_eq!(got.average, from::<i64>(&expected["rawUtilization"]));
+}
+
+fn fhpa_plain(id: &str) {
+    let (input, expected) = vector(id);
+    let target: i64 = from(&input["targetUsage"]);
+    for (case, want) in input["cases"].as_array().unwrap().iter().zip(expected["results"].as_array().unwrap()) {
+        let metrics: BTreeMap<String, i64> = from(&case["metrics"]);
+        let (mut unready, mut missing, mut ready) = (BTreeSet::new(), BTreeSet::new(), 0);
+        for pod in case["pods"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()) {
+            let name = pod.split_whitespace().next().unwrap().to_owned();
+            if pod.contains("unready") {
+                unready.insert(name);
+            } else if !metrics.contains_key(&name) {
+                missing.insert(name);
+            } else {
+                ready += 1;
+            }
+        }
+        let got = autoscale::replicas::plain_metric(
+            from(&case["currentReplicas"]),
+            target,
+            metrics,
+            ready,
+            &unready,
+            &missing,
+            from(&case["calibration"]),
+            autoscale::Timing::default().tolerance,
+        );
+        assert_eq!(got, (from(&want["replicas"]), from(&want["usage"])), "{}", case["name"]);
+    }
+}
+
+fn fhpa_usage_ratio(id: &str) {
+    let (input, expected) = vector(id);
+    let want: Vec<i64> = from(&expected["replicas"]);
+    for (case, want) in input["cases"].as_array().unwrap().iter().zip(want) {
+        let got = autoscale::replicas::usage_ratio_replicas(
+            from(&case["currentReplicas"]),
+            from(&case["usageRatio"]),
+            from(&case["readyPods"]),
+            from(&case["calibration"]),
+            autoscale::Timing::default().tolerance,
+        );
+        assert_eq!(got, want, "{}", case["name"]);
+    }
+}
+
+fn fhpa_convert_rules(id: &str) {
+    let (input, expected) = vector(id);
+    for (case, want) in input["cases"].as_array().unwrap().iter().zip(expected["results"].as_array().unwrap()) {
+        let (replicas, reason, _) = autoscale::normalize::clamp_without_behavior(
+            from(&case["current"]),
+            from(&case["desired"]),
+            from(&case["min"]),
+            from(&case["max"]),
+        );
+        assert_eq!((replicas, reason), (from(&want["replicas"]), want["condition"].as_str().unwrap()), "{case}");
+    }
+}
+
+fn fhpa_scale_up_limit(id: &str) {
+    let (input, expected) = vector(id);
+    let now = 10_000;
+    let events = |v: &Value| -> Vec<autoscale::Stamped> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| autoscale::Stamped {
+                at: now - e["age"].as_str().unwrap().trim_end_matches('s').parse::<i64>().unwrap(),
+                value: from(&e["change"]),
+            })
+            .collect()
+    };
+    let want: Vec<i64> = from(&expected["limit"]);
+    for (case, want) in input["cases"].as_array().unwrap().iter().zip(want) {
+        let rules: flotilla_core::model::autoscale::ScalingRules = from(&case["rules"]);
+        let behavior = flotilla_core::model::autoscale::Behavior { scale_up: Some(rules), scale_down: None };
+        let (up, _) = autoscale::normalize::defaults(&behavior, 300);
+        let got = autoscale::normalize::scale_up_limit(
+            from(&case["current"]),
+            &events(&case["upEvents"]),
+            &events(&case["downEvents"]),
+            &up,
+            now,
+        );
+        assert_eq!(got, want, "{}", case["name"]);
+    }
+}
+
 macro_rules! vectors {
     ($($test:ident => $runner:ident($id:literal $(, $extra:literal)*);)*) => {
         $(
@@ -499,7 +628,7 @@ macro_rules! vectors {
         #[test]
         fn every_vector_in_scope_has_a_test() {
             let covered = [$($id),*];
-            let out_of_scope = ["fhpa"];
+            let out_of_scope: [&str; 0] = [];
             for (id, v) in vectors() {
                 let category = v["category"].as_str().unwrap();
                 if !out_of_scope.contains(&category) {
@@ -511,6 +640,13 @@ macro_rules! vectors {
 }
 
 vectors! {
+    fhpa_resource_scale_up => fhpa_resource("fhpa-resource-scale-up");
+    fhpa_resource_within_tolerance => fhpa_resource("fhpa-resource-within-tolerance");
+    fhpa_resource_calibration => fhpa_resource("fhpa-resource-calibration");
+    fhpa_plain_table => fhpa_plain("fhpa-plain-table");
+    fhpa_usage_ratio_table => fhpa_usage_ratio("fhpa-usage-ratio-table");
+    fhpa_convert_rules_table => fhpa_convert_rules("fhpa-convert-rules-table");
+    fhpa_scaleup_limit_behavior_table => fhpa_scale_up_limit("fhpa-scaleup-limit-behavior-table");
     policy_match_empty => policy_matching("policy-match-empty");
     policy_match_implicit_name_beats_label_beats_all => policy_matching("policy-match-implicit-name-beats-label-beats-all");
     policy_match_explicit_1_beats_unset => policy_matching("policy-match-explicit-1-beats-unset");
