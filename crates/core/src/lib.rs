@@ -24,6 +24,7 @@ pub mod render;
 pub mod schedule;
 pub mod status;
 pub mod yaml;
+pub mod yaml_edit;
 
 use std::collections::BTreeSet;
 
