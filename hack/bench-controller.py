@@ -185,7 +185,9 @@ def main():
         git(work, "commit", "-qm", "initial")
         git(work, "push", "-q", "origin", "HEAD:main")
         git_port = free_port()
-        daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", f"--port={git_port}",
+        exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, check=True).stdout.strip()
+        # git-daemon itself: killing the `git daemon` wrapper would leave it running.
+        daemon = subprocess.Popen([f"{exec_path}/git-daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", f"--port={git_port}",
                                    f"--base-path={served}", str(served)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         if SOAK:

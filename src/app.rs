@@ -257,7 +257,23 @@ fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
         ssh_key_file: args.git.git_ssh_key_file.clone(),
         known_hosts_file: args.git.git_known_hosts_file.clone(),
     };
+    let (name, email) = args
+        .writeback_author
+        .split_once('<')
+        .map(|(n, e)| (n.trim().to_owned(), e.trim_end_matches('>').trim().to_owned()))
+        .filter(|(n, e)| !n.is_empty() && e.contains('@'))
+        .context("--writeback-author must look like `Name <email>`")?;
+    let autoscale = crate::autoscaler::Settings {
+        interval: std::time::Duration::from_secs(args.autoscale_interval.max(1)),
+        writeback: args.writeback,
+        author: (name, email),
+        timing: flotilla_core::autoscale::Timing {
+            downscale_window: args.downscale_stabilization,
+            ..Default::default()
+        },
+    };
     let config = crate::controller::Config {
+        autoscale,
         git_auth,
         repo: args.repo,
         branch: args.branch,

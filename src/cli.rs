@@ -94,6 +94,19 @@ pub struct RunArgs {
     /// Seconds a lease stays valid without renewal; a standby takes over after it.
     #[arg(long, value_name = "SECONDS", default_value_t = 15)]
     pub lease_duration: u64,
+    /// Seconds between autoscaler syncs (FederatedHPA and CronFederatedHPA).
+    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+    pub autoscale_interval: u64,
+    /// Where autoscaler decisions go: a commit to the branch, a ConfigMap in the host
+    /// cluster that renders read, or nowhere (report only).
+    #[arg(long, value_enum, default_value = "git")]
+    pub writeback: crate::autoscaler::Writeback,
+    /// Author of write-back commits, `Name <email>`.
+    #[arg(long, value_name = "IDENTITY", default_value = "flotilla-autoscaler <autoscaler@flotilla.invalid>")]
+    pub writeback_author: String,
+    /// Seconds a scale-down waits for (without `behavior.scaleDown.stabilizationWindowSeconds`).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub downscale_stabilization: i64,
 }
 
 /// Credentials for a remote repository, read from files (mount a Secret there). https

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod app;
+mod autoscaler;
 mod cli;
 mod clusters;
 mod controller;

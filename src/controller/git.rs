@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 use git2::{CertificateCheckStatus, Cred, CredentialType, FetchOptions, Oid, RemoteCallbacks, Repository};
 
+/// Files to commit: repo-relative path and content.
+pub type Files = Vec<(String, Vec<u8>)>;
+
 /// Where revisions come from.
 pub struct Watched {
     repo: Repository,
@@ -218,6 +221,82 @@ impl Watched {
         let path = self.repo.path().to_path_buf();
         self.repo = Repository::open_bare(path)?;
         Ok(())
+    }
+
+    /// Commits the files `change` returns on top of the branch head and pushes the commit
+    /// (a fast-forward, never a force). When the push is refused because the branch
+    /// moved, fetches the new head and calls `change` again on it, backing off between
+    /// `attempts`. `change` returning `None` means there is nothing to write.
+    pub fn commit_on_head(
+        &mut self,
+        author: (&str, &str),
+        message: &str,
+        attempts: u32,
+        mut change: impl FnMut(&Path, Oid) -> Result<Option<Files>, String>,
+    ) -> Result<Option<Oid>, String> {
+        let Some(url) = self.url.clone() else {
+            return Err("writing back needs a remote repository (--repo with a URL): committing into a local \
+                        repository's branch would leave its checkout behind"
+                .into());
+        };
+        let mut last = String::new();
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(200 << attempt.min(5)));
+            }
+            let head = self.head().map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+            let Some(files) = change(self.repo.path(), head)? else { return Ok(None) };
+            let commit = self.commit(head, author, message, &files).map_err(|e| format!("committing: {e}"))?;
+            match self.push(&url, commit) {
+                Ok(()) => return Ok(Some(commit)),
+                Err(why) => {
+                    tracing::warn!(attempt = attempt + 1, reason = %why, "push refused; redoing the change on the new head");
+                    last = why;
+                }
+            }
+        }
+        Err(format!("push refused {attempts} times; last: {last}"))
+    }
+
+    fn commit(&self, head: Oid, author: (&str, &str), message: &str, files: &Files) -> Result<Oid, git2::Error> {
+        let parent = self.repo.find_commit(head)?;
+        let tree = parent.tree()?;
+        let mut update = git2::build::TreeUpdateBuilder::new();
+        for (path, content) in files {
+            let blob = self.repo.blob(content)?;
+            let mode = tree.get_path(Path::new(path)).map(|e| e.filemode()).unwrap_or(0o100644);
+            update.upsert(
+                path.as_str(),
+                blob,
+                if mode == 0o100755 { git2::FileMode::BlobExecutable } else { git2::FileMode::Blob },
+            );
+        }
+        let new_tree = self.repo.find_tree(update.create_updated(&self.repo, &tree)?)?;
+        let signature = git2::Signature::now(author.0, author.1)?;
+        self.repo.commit(None, &signature, &signature, message, &new_tree, &[&parent])
+    }
+
+    fn push(&self, url: &str, commit: Oid) -> Result<(), String> {
+        let local = "refs/flotilla/writeback";
+        self.repo.reference(local, commit, true, "write-back").map_err(|e| e.to_string())?;
+        let refused = std::cell::RefCell::new(None::<String>);
+        let mut remote = self.repo.remote_anonymous(url).map_err(|e| e.to_string())?;
+        let mut callbacks = self.auth.callbacks(url);
+        callbacks.push_update_reference(|_, status| {
+            if let Some(status) = status {
+                *refused.borrow_mut() = Some(status.to_owned());
+            }
+            Ok(())
+        });
+        let mut options = git2::PushOptions::new();
+        options.remote_callbacks(callbacks);
+        let refspec = format!("{local}:refs/heads/{}", self.branch);
+        remote.push(&[refspec.as_str()], Some(&mut options)).map_err(|e| e.message().to_owned())?;
+        drop(options);
+        match refused.into_inner() {
+            Some(status) => Err(status),
+            None => Ok(()),
+        }
     }
 
     /// Whether `new` descends from `old`; false means history was rewritten.

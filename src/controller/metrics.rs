@@ -41,6 +41,22 @@ pub struct RevisionLabels {
     pub revision: String,
 }
 
+/// Labels of an autoscaler gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AutoscalerLabels {
+    /// `FederatedHPA <namespace>/<name>`.
+    pub autoscaler: String,
+    /// `current` or `desired`.
+    pub replicas: String,
+}
+
+/// An outcome label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// written, unchanged, failed.
+    pub outcome: String,
+}
+
 /// Every metric the controller exports.
 pub struct Metrics {
     /// Seconds per fetch.
@@ -61,6 +77,10 @@ pub struct Metrics {
     pub render_failing: Gauge,
     /// Webhook deliveries by outcome.
     pub webhooks: Family<WebhookLabels, Counter>,
+    /// Autoscaler replica counts (current in Git, desired by the last sync).
+    pub autoscaler_replicas: Family<AutoscalerLabels, Gauge>,
+    /// Autoscaler syncs by outcome.
+    pub autoscaler_syncs: Family<OutcomeLabel, Counter>,
 }
 
 impl Metrics {
@@ -77,6 +97,8 @@ impl Metrics {
             applied_revision: Family::default(),
             render_failing: Gauge::default(),
             webhooks: Family::default(),
+            autoscaler_replicas: Family::default(),
+            autoscaler_syncs: Family::default(),
         };
         registry.register("flotilla_fetch_seconds", "Git fetch duration", metrics.fetch_seconds.clone());
         registry.register(
@@ -103,6 +125,12 @@ impl Metrics {
             metrics.render_failing.clone(),
         );
         registry.register("flotilla_webhooks", "Webhook deliveries by outcome", metrics.webhooks.clone());
+        registry.register(
+            "flotilla_autoscaler_replicas",
+            "FederatedHPA replicas: current in Git and desired by the last sync",
+            metrics.autoscaler_replicas.clone(),
+        );
+        registry.register("flotilla_autoscaler_syncs", "Autoscaler syncs by outcome", metrics.autoscaler_syncs.clone());
         metrics
     }
 

@@ -63,6 +63,8 @@ pub struct Config {
     pub election: Option<Election>,
     /// Credentials for the remote.
     pub git_auth: git::GitAuth,
+    /// The autoscaler.
+    pub autoscale: crate::autoscaler::Settings,
 }
 
 /// Where member credentials come from.
@@ -105,6 +107,104 @@ fn watch_local(
         .with_context(|| format!("watching {}", git_dir.display()))?;
     info!(path = %git_dir.display(), "watching the local repository for commits");
     Ok(Some(debouncer))
+}
+
+/// `--writeback=state` decisions from the host cluster.
+async fn state_overrides(config: &Config) -> anyhow::Result<std::collections::BTreeMap<String, i64>> {
+    let host = host_client(config).await?;
+    crate::autoscaler::read_state(&host, &config.namespace, &config.instance).await.map_err(anyhow::Error::msg)
+}
+
+/// Every sync period, while leading: evaluate the autoscalers of the last rendered
+/// revision and write their decisions; a write wakes the main loop to apply it.
+async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, shared: Arc<Shared>) {
+    let settings = &config.autoscale;
+    let mut state = crate::autoscaler::State::default();
+    loop {
+        tokio::time::sleep(settings.interval).await;
+        let plan = shared.plan.lock().expect("plan lock").clone();
+        let Some(plan) = plan.filter(|_| shared.leading.load(Ordering::Relaxed)) else { continue };
+        if plan.loaded.federated_hpas.is_empty() && plan.loaded.cron_federated_hpas.is_empty() {
+            continue;
+        }
+        let kubeconfig = match member_kubeconfig(&config).await {
+            Ok(k) => k,
+            Err(e) => {
+                error!(error = format!("{e:#}"), "autoscaler: cannot read the member credentials");
+                continue;
+            }
+        };
+        let overrides = match settings.writeback {
+            crate::autoscaler::Writeback::State => match state_overrides(&config).await {
+                Ok(o) => o,
+                Err(e) => {
+                    error!(error = format!("{e:#}"), "autoscaler: cannot read its state ConfigMap");
+                    continue;
+                }
+            },
+            _ => Default::default(),
+        };
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        let sync = crate::autoscaler::Sync {
+            settings,
+            plan: &plan,
+            kubeconfig: &kubeconfig,
+            trust: config.trust,
+            timeout: config.request_timeout,
+            overrides: &overrides,
+            now,
+        };
+        let (config, watched, shared_ref) = (&config, &watched, &shared);
+        let write = async |edits: Vec<crate::autoscaler::writeback::Edit>, message: String| -> Result<bool, String> {
+            match config.autoscale.writeback {
+                crate::autoscaler::Writeback::State => {
+                    let host = host_client(config).await.map_err(|e| format!("{e:#}"))?;
+                    crate::autoscaler::write_state(&host, &config.namespace, &config.instance, &edits).await
+                }
+                _ => {
+                    let (watched, cache, prefix) =
+                        (watched.clone(), shared_ref.parse_cache.clone(), config.path.clone());
+                    let (name, email) = config.autoscale.author.clone();
+                    tokio::task::spawn_blocking(move || {
+                        watched.lock().expect("repository lock").commit_on_head(
+                            (&name, &email),
+                            &message,
+                            6,
+                            |dir, head| crate::autoscaler::writeback::files(dir, head, &prefix, &edits, &cache),
+                        )
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map(|commit| {
+                        if let Some(commit) = commit {
+                            info!(%commit, "autoscaler: pushed");
+                        }
+                        commit.is_some()
+                    })
+                }
+            }
+        };
+        let outcome = crate::autoscaler::sync(sync, &mut state, write).await;
+        crate::autoscaler::report(&outcome);
+        let label = match &outcome {
+            Ok(true) => "written",
+            Ok(false) => "unchanged",
+            Err(_) => "failed",
+        };
+        shared.metrics.autoscaler_syncs.get_or_create(&metrics::OutcomeLabel { outcome: label.into() }).inc();
+        for (id, status) in &state.status {
+            for (kind, value) in [("current", status.current_replicas), ("desired", status.desired_replicas)] {
+                if let Some(value) = value {
+                    let labels = metrics::AutoscalerLabels { autoscaler: id.clone(), replicas: kind.into() };
+                    shared.metrics.autoscaler_replicas.get_or_create(&labels).set(value);
+                }
+            }
+        }
+        *shared.autoscaler.lock().expect("autoscaler lock") = state.status.clone();
+        if outcome == Ok(true) {
+            shared.trigger.notify_one();
+        }
+    }
 }
 
 /// A client for the host cluster: `--host-kubeconfig`, or in-cluster configuration.
@@ -214,6 +314,12 @@ pub struct Shared {
     /// Documents of the last rendered revision by blob id: a commit re-parses only the
     /// files it changed.
     pub parse_cache: Arc<Mutex<ParseCache>>,
+    /// Whether this instance leads (the autoscaler writes only then).
+    pub leading: AtomicBool,
+    /// The last revision rendered, for the autoscaler.
+    pub plan: Mutex<Option<Arc<Plan>>>,
+    /// The autoscaler's memory and status.
+    pub autoscaler: crate::autoscaler::Shared,
 }
 
 /// Runs until interrupted (Ctrl-C / SIGINT).
@@ -230,6 +336,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         status: Mutex::new(Status::default()),
         placements: Mutex::new(ClusterState::default()),
         parse_cache: Arc::default(),
+        leading: AtomicBool::new(false),
+        plan: Mutex::new(None),
+        autoscaler: Arc::default(),
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -245,9 +354,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // libgit2 repositories may move between threads but not be shared: one at a time.
     let watched = Arc::new(Mutex::new(opened.context("opening the repository")?));
     let mut leadership = Leadership::start(config.election.as_ref(), &config).await?;
+    let config = Arc::new(config);
+    tokio::spawn(autoscale_loop(config.clone(), watched.clone(), shared.clone()));
     let mut applied: Option<git2::Oid> = None;
     let mut last_reconcile: Option<Instant> = None;
     loop {
+        shared.leading.store(leadership.leading(), Ordering::Relaxed);
         if !leadership.leading() {
             // A standby is not ready: webhooks and traffic go to the leader.
             shared.ready.store(false, Ordering::Relaxed);
@@ -318,6 +430,8 @@ async fn fetch(watched: &Arc<Mutex<git::Watched>>, shared: &Shared) -> Option<gi
 /// Renders and reconciles one revision; true when every cluster was reconciled.
 async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, shared: &Shared) -> bool {
     let Some(plan) = render(config, watched, head, shared).await else { return false };
+    let plan = Arc::new(plan);
+    *shared.plan.lock().expect("plan lock") = Some(plan.clone());
     let kubeconfig = match member_kubeconfig(config).await {
         Ok(k) => k,
         Err(e) => {
@@ -345,7 +459,18 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
 async fn render(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, shared: &Shared) -> Option<Plan> {
     let dir = watched.lock().expect("repository lock").path();
     let (rev, subdir) = (head.to_string(), config.path.clone());
-    let state = shared.placements.lock().expect("placements lock").clone();
+    let mut state = shared.placements.lock().expect("placements lock").clone();
+    if config.autoscale.writeback == crate::autoscaler::Writeback::State {
+        match state_overrides(config).await {
+            Ok(replicas) => state.replicas = replicas,
+            Err(e) => {
+                // Rendering without them would undo the autoscaler's decisions.
+                shared.metrics.error("-", "autoscaler-state");
+                error!(error = %e, "cannot read the autoscaler's state ConfigMap; not rendering");
+                return None;
+            }
+        }
+    }
     let cache = shared.parse_cache.clone();
     let clock = Instant::now();
     let rendered = tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {

@@ -53,9 +53,11 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn status(State(shared): State<Arc<Shared>>) -> Response {
-    let status = shared.status.lock().expect("status lock").clone();
-    ([(header::CONTENT_TYPE, "application/json")], serde_json::to_string(&status).expect("status serialises"))
-        .into_response()
+    let mut status =
+        serde_json::to_value(shared.status.lock().expect("status lock").clone()).expect("status serialises");
+    let autoscalers = serde_json::to_value(&*shared.autoscaler.lock().expect("autoscaler lock")).expect("serialises");
+    status["autoscalers"] = autoscalers;
+    ([(header::CONTENT_TYPE, "application/json")], status.to_string()).into_response()
 }
 
 /// Verifies `sha256=<hex>` against HMAC-SHA256(secret, body), in constant time.

@@ -173,6 +173,13 @@ pub struct Served {
     pub port: u16,
 }
 
+/// Git's daemon itself (`git daemon` forks it, and killing the wrapper would leave the
+/// server running).
+pub fn git_daemon() -> Command {
+    let exec_path = Command::new("git").arg("--exec-path").output().unwrap();
+    Command::new(Path::new(String::from_utf8(exec_path.stdout).unwrap().trim()).join("git-daemon"))
+}
+
 pub fn serve(initial: &str) -> Served {
     let served = tempfile::tempdir().unwrap();
     git(served.path(), &["init", "-q", "--bare", "-b", "main", "fleet.git"]);
@@ -181,8 +188,8 @@ pub fn serve(initial: &str) -> Served {
     write(work.path(), "fleet.yaml", initial.as_bytes());
     commit_and_push(work.path(), "initial");
     let port = free_port();
-    let daemon = Command::new("git")
-        .args(["daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", &format!("--port={port}")])
+    let daemon = git_daemon()
+        .args(["--reuseaddr", "--export-all", "--enable=receive-pack", "--listen=127.0.0.1", &format!("--port={port}")])
         .arg(format!("--base-path={}", served.path().display()))
         .arg(served.path())
         .stdout(Stdio::null())

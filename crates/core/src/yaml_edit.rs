@@ -91,7 +91,9 @@ pub fn set_int(text: &str, document: usize, path: &[&str], value: i64) -> Result
 }
 
 fn byte(span: &Span, text: &str) -> usize {
-    span.start.byte_offset().unwrap_or_else(|| text.char_indices().nth(span.start.index()).map_or(text.len(), |(b, _)| b))
+    span.start
+        .byte_offset()
+        .unwrap_or_else(|| text.char_indices().nth(span.start.index()).map_or(text.len(), |(b, _)| b))
 }
 
 fn end_byte(span: &Span, text: &str) -> usize {
@@ -209,7 +211,10 @@ spec:
         assert_eq!(edited, FILE.replace("maxReplicas: 10", "maxReplicas: 12"));
         // Not `metadata.name` or a nested `replicas` elsewhere.
         let quoted = FILE.replace("replicas: 1 #", "replicas: \"1\" #");
-        assert_eq!(set_int(&quoted, 1, &["spec", "replicas"], 3).unwrap(), FILE.replace("replicas: 1 #", "replicas: 3 #"));
+        assert_eq!(
+            set_int(&quoted, 1, &["spec", "replicas"], 3).unwrap(),
+            FILE.replace("replicas: 1 #", "replicas: 3 #")
+        );
     }
 
     #[test]

@@ -101,6 +101,10 @@ pub struct ClusterState {
     /// empty for cluster-scoped objects).
     #[serde(default)]
     pub previous: BTreeMap<String, PreviousPlacement>,
+    /// Replica counts decided outside Git (the autoscaler's `--writeback=state`), keyed
+    /// like `previous`; they replace the templates' `spec.replicas`.
+    #[serde(default)]
+    pub replicas: BTreeMap<String, i64>,
 }
 
 /// Free capacity of one cluster.

@@ -163,14 +163,22 @@ pub fn place(
     state: &ClusterState,
 ) -> Result<Assignment, FitError> {
     let empty = PreviousPlacement::default();
-    let previous = state.previous.get(&state_key(&template.key)).unwrap_or(&empty);
+    let key = state_key(&template.key);
+    let previous = state.previous.get(&key).unwrap_or(&empty);
+    let memo = template.workload.get_or_init(|| workload(template));
+    // A count decided outside Git replaces the template's.
+    let overridden = state
+        .replicas
+        .get(&key)
+        .filter(|_| memo.is_workload())
+        .map(|replicas| Workload { replicas: (*replicas).max(0), ..memo.clone() });
     let run = Run {
         template,
         placement,
         clusters,
         state,
         previous: &previous.clusters,
-        workload: template.workload.get_or_init(|| workload(template)),
+        workload: overridden.as_ref().unwrap_or(memo),
     };
     if placement.cluster_affinities.is_empty() {
         return run.schedule(placement.cluster_affinity.as_ref(), &[]);

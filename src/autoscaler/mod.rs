@@ -1,0 +1,415 @@
+//! The autoscaler inside `flotilla run`: every sync period the leader evaluates each
+//! FederatedHPA and CronFederatedHPA of the last rendered revision against the members
+//! and writes the replica counts it decides back to Git (one commit per sync, pushed to
+//! the watched branch), or, with `--writeback=state`, into a ConfigMap in the host
+//! cluster that the render reads. Either way the next render applies it.
+
+pub mod observe;
+pub mod writeback;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use flotilla_core::autoscale::{self, History, Timing, cron::Schedule};
+use flotilla_core::model::{ObjectKey, Plan};
+use flotilla_core::render::POLICY_ANNOTATION;
+use serde::Serialize;
+use tracing::{error, info, warn};
+use writeback::{Edit, Target};
+
+/// Where decisions go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Writeback {
+    /// A commit to the watched branch.
+    Git,
+    /// A ConfigMap in the host cluster (for repos that forbid bot commits).
+    State,
+    /// Decide and report only.
+    Off,
+}
+
+/// Autoscaler settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Sync period.
+    pub interval: Duration,
+    /// Where decisions go.
+    pub writeback: Writeback,
+    /// Commit author (name, email).
+    pub author: (String, String),
+    /// Tolerance and windows.
+    pub timing: Timing,
+}
+
+/// One autoscaler's state, as `/status` reports it.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoscalerStatus {
+    /// `FederatedHPA` or `CronFederatedHPA`.
+    pub kind: String,
+    /// The target.
+    pub target: String,
+    /// Replicas in Git (or the state ConfigMap).
+    pub current_replicas: Option<i64>,
+    /// What the last sync decided.
+    pub desired_replicas: Option<i64>,
+    /// Last time a decision was written (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_scale_time: Option<String>,
+    /// Current metrics.
+    pub current_metrics: Vec<autoscale::MetricValue>,
+    /// Conditions.
+    pub conditions: Vec<autoscale::Condition>,
+    /// Why nothing changed, or what went wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// CronFederatedHPA: per rule, executions (newest first) and the next run.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules: BTreeMap<String, RuleStatus>,
+}
+
+/// A CronFederatedHPA rule's history.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleStatus {
+    /// Next scheduled run (RFC 3339); none while suspended.
+    pub next_execution_time: Option<String>,
+    /// Successful runs, newest first.
+    pub successful: Vec<String>,
+    /// Failed runs, newest first.
+    pub failed: Vec<String>,
+}
+
+/// What the autoscaler keeps between syncs (the leader's memory; a new leader starts
+/// with empty windows).
+#[derive(Default)]
+pub struct State {
+    histories: BTreeMap<String, History>,
+    /// Per cron rule: the time it was last evaluated up to.
+    cron_checked: BTreeMap<String, i64>,
+    /// By `<kind> <namespace>/<name>`.
+    pub status: BTreeMap<String, AutoscalerStatus>,
+}
+
+fn rfc3339(unix: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(unix).map(|t| t.to_string()).unwrap_or_default()
+}
+
+/// A decision to write, with what the commit message says about it.
+struct Change {
+    edit: Edit,
+    line: String,
+    /// The FederatedHPA whose history records the write.
+    history: Option<(String, autoscale::Decision)>,
+    status: String,
+}
+
+/// The context one sync needs from the controller.
+pub struct Sync<'a> {
+    /// Settings.
+    pub settings: &'a Settings,
+    /// The last rendered revision.
+    pub plan: &'a Plan,
+    /// Member credentials.
+    pub kubeconfig: &'a kube::config::Kubeconfig,
+    /// Trust and timeouts for member clients.
+    pub trust: crate::clusters::connect::Trust,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Replicas from the state ConfigMap (`--writeback=state`), by state key.
+    pub overrides: &'a BTreeMap<String, i64>,
+    /// Now (unix seconds).
+    pub now: i64,
+}
+
+/// The template replicas the autoscaler starts from: the state override, else Git's.
+fn current_replicas(sync: &Sync<'_>, key: &ObjectKey) -> Option<i64> {
+    let template = sync.plan.loaded.template(key)?;
+    let state = sync.overrides.get(&flotilla_core::schedule::state_key(key)).copied();
+    Some(state.unwrap_or_else(|| template.object.pointer("/spec/replicas").and_then(|v| v.as_i64()).unwrap_or(1)))
+}
+
+/// Evaluates every autoscaler; returns the edits to write.
+async fn evaluate(sync: &Sync<'_>, state: &mut State) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let plan = sync.plan;
+    for hpa in &plan.loaded.federated_hpas {
+        let namespace = hpa.namespace.clone().unwrap_or_else(|| "default".into());
+        let id = format!("FederatedHPA {namespace}/{}", hpa.name);
+        let r = &hpa.spec.scale_target_ref;
+        let key = ObjectKey {
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            namespace: Some(namespace.clone()),
+            name: r.name.clone(),
+        };
+        let status = state.status.entry(id.clone()).or_default();
+        status.kind = "FederatedHPA".into();
+        status.target = key.to_string();
+        let Some(current) = current_replicas(sync, &key) else {
+            status.message = Some(format!("the target {key} is not declared in the repository; not scaling"));
+            status.conditions.clear();
+            continue;
+        };
+        let index = plan.loaded.templates.iter().position(|t| t.key == key).expect("found above");
+        let clusters: Vec<String> = plan
+            .clusters
+            .iter()
+            .filter(|(_, items)| items.iter().any(|r| r.template == index))
+            .map(|(c, _)| c.clone())
+            .collect();
+        let members = observe::observe(sync.kubeconfig, &clusters, &key, sync.trust, sync.timeout).await;
+        for (cluster, why) in &members.failed {
+            warn!(autoscaler = %id, cluster, error = %why, "member not read; left out of this sync");
+        }
+        let observed =
+            autoscale::Observed { current, member_replicas: members.replicas, pods: &members.pods, now: sync.now };
+        let history = state.histories.entry(id.clone()).or_default();
+        let decision = autoscale::decide(&hpa.spec, &observed, history, &sync.settings.timing);
+        status.current_replicas = Some(current);
+        status.desired_replicas = Some(decision.desired);
+        status.current_metrics = decision.metrics.clone();
+        status.conditions = decision.conditions.clone();
+        status.message = match decision.desired == current {
+            true => Some(
+                decision
+                    .conditions
+                    .iter()
+                    .find(|c| c.status == "False" || c.reason.ends_with("Stabilized"))
+                    .map_or_else(|| "within tolerance of the target".to_owned(), |c| c.message.clone()),
+            ),
+            false => None,
+        };
+        if decision.desired != current {
+            let reason = decision.reason.clone().unwrap_or_default();
+            changes.push(Change {
+                edit: Edit { target: Target::Template(key.clone()), field: "replicas", value: decision.desired },
+                line: format!("{key}: replicas {current} → {} ({id}: {reason})", decision.desired),
+                history: Some((id.clone(), decision)),
+                status: id,
+            });
+        }
+    }
+    for cron in &plan.loaded.cron_federated_hpas {
+        let namespace = cron.namespace.clone().unwrap_or_else(|| "default".into());
+        let id = format!("CronFederatedHPA {namespace}/{}", cron.name);
+        let r = &cron.spec.scale_target_ref;
+        let status = state.status.entry(id.clone()).or_default();
+        status.kind = "CronFederatedHPA".into();
+        status.target = format!("{} {} {namespace}/{}", r.api_version, r.kind, r.name);
+        for rule in &cron.spec.rules {
+            let rule_id = format!("{id}/{}", rule.name);
+            let since = *state.cron_checked.entry(rule_id.clone()).or_insert(sync.now);
+            state.cron_checked.insert(rule_id, sync.now);
+            let entry = status.rules.entry(rule.name.clone()).or_default();
+            let suspended = rule.suspend.unwrap_or(false);
+            let schedule = match Schedule::parse(&rule.schedule, rule.time_zone.as_deref()) {
+                Ok(s) => s,
+                Err(e) => {
+                    entry.failed.insert(0, format!("{}: {e}", rfc3339(sync.now)));
+                    continue;
+                }
+            };
+            entry.next_execution_time = (!suspended).then(|| schedule.next_after(sync.now).map(rfc3339)).flatten();
+            let Some(at) = schedule.due(since, sync.now).filter(|_| !suspended) else { continue };
+            let mut edits = Vec::new();
+            if r.kind == "FederatedHPA" {
+                let target = Target::FederatedHpa { namespace: namespace.clone(), name: r.name.clone() };
+                if let Some(min) = rule.target_min_replicas {
+                    edits.push(Edit { target: target.clone(), field: "minReplicas", value: i64::from(min) });
+                }
+                if let Some(max) = rule.target_max_replicas {
+                    edits.push(Edit { target, field: "maxReplicas", value: i64::from(max) });
+                }
+                if !plan
+                    .loaded
+                    .federated_hpas
+                    .iter()
+                    .any(|h| h.namespace.as_deref() == Some(&namespace) && h.name == r.name)
+                {
+                    entry
+                        .failed
+                        .insert(0, format!("{}: FederatedHPA {namespace}/{} does not exist", rfc3339(at), r.name));
+                    continue;
+                }
+            } else if let Some(replicas) = rule.target_replicas {
+                let key = ObjectKey {
+                    api_version: r.api_version.clone(),
+                    kind: r.kind.clone(),
+                    namespace: Some(namespace.clone()),
+                    name: r.name.clone(),
+                };
+                if plan.loaded.template(&key).is_none() {
+                    entry.failed.insert(0, format!("{}: {key} does not exist", rfc3339(at)));
+                    continue;
+                }
+                edits.push(Edit { target: Target::Template(key), field: "replicas", value: i64::from(replicas) });
+            }
+            for edit in edits {
+                changes.push(Change {
+                    line: format!(
+                        "{:?} {} → {} ({id} rule {} at {})",
+                        edit.target,
+                        edit.field,
+                        edit.value,
+                        rule.name,
+                        rfc3339(at)
+                    ),
+                    edit,
+                    history: None,
+                    status: format!("{id}/{}", rule.name),
+                });
+            }
+        }
+    }
+    changes
+}
+
+/// Trims a rule's history to its limits.
+fn trim(status: &mut AutoscalerStatus, limits: &BTreeMap<String, (usize, usize)>) {
+    for (name, rule) in &mut status.rules {
+        let (ok, failed) = limits.get(name).copied().unwrap_or((3, 3));
+        rule.successful.truncate(ok);
+        rule.failed.truncate(failed);
+    }
+}
+
+/// One sync: evaluate, then write what changed. Returns whether anything was written.
+pub async fn sync(
+    sync: Sync<'_>,
+    state: &mut State,
+    write: impl AsyncFnOnce(Vec<Edit>, String) -> Result<bool, String>,
+) -> Result<bool, String> {
+    let changes = evaluate(&sync, state).await;
+    let mut limits = BTreeMap::new();
+    for cron in &sync.plan.loaded.cron_federated_hpas {
+        for rule in &cron.spec.rules {
+            let ok = rule.successful_history_limit.unwrap_or(3).max(0) as usize;
+            let failed = rule.failed_history_limit.unwrap_or(3).max(0) as usize;
+            limits.insert(rule.name.clone(), (ok, failed));
+        }
+    }
+    if changes.is_empty() || sync.settings.writeback == Writeback::Off {
+        return Ok(false);
+    }
+    let subject = if changes.len() == 1 {
+        format!("autoscale: {}", changes[0].line)
+    } else {
+        format!("autoscale: {} changes", changes.len())
+    };
+    let body: Vec<String> = changes.iter().map(|c| format!("- {}", c.line)).collect();
+    let message = format!("{subject}\n\n{}\n", body.join("\n"));
+    let edits = changes.iter().map(|c| c.edit.clone()).collect();
+    let outcome = write(edits, message).await;
+    let now = sync.now;
+    for change in &changes {
+        let (id, rule) = change.status.rsplit_once('/').filter(|(i, _)| i.starts_with("CronFederatedHPA")).unzip();
+        if let (Some(id), Some(rule)) = (id, rule) {
+            let status = state.status.entry(id.to_owned()).or_default();
+            let entry = status.rules.entry(rule.to_owned()).or_default();
+            match &outcome {
+                Ok(_) => entry.successful.insert(
+                    0,
+                    format!(
+                        "{}: {} {} = {}",
+                        rfc3339(now),
+                        change_target(&change.edit),
+                        change.edit.field,
+                        change.edit.value
+                    ),
+                ),
+                Err(e) => entry.failed.insert(0, format!("{}: {e}", rfc3339(now))),
+            }
+            trim(status, &limits);
+        }
+        if let (Ok(true), Some((id, decision))) = (&outcome, &change.history) {
+            let hpa =
+                sync.plan.loaded.federated_hpas.iter().find(|h| {
+                    *id == format!("FederatedHPA {}/{}", h.namespace.as_deref().unwrap_or("default"), h.name)
+                });
+            if let Some(hpa) = hpa {
+                let history = state.histories.entry(id.clone()).or_default();
+                autoscale::written(&hpa.spec, decision, history, &sync.settings.timing, now);
+            }
+            if let Some(status) = state.status.get_mut(id) {
+                status.last_scale_time = Some(rfc3339(now));
+            }
+        }
+    }
+    outcome
+}
+
+fn change_target(target: &Edit) -> String {
+    match &target.target {
+        Target::Template(key) => key.to_string(),
+        Target::FederatedHpa { namespace, name } => format!("FederatedHPA {namespace}/{name}"),
+    }
+}
+
+/// The state ConfigMap's name.
+pub fn state_configmap(instance: &str) -> String {
+    format!("flotilla-replicas-{instance}")
+}
+
+/// Reads `--writeback=state` decisions: state key → replicas.
+pub async fn read_state(host: &kube::Client, namespace: &str, instance: &str) -> Result<BTreeMap<String, i64>, String> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(host.clone(), namespace);
+    let Some(cm) = api.get_opt(&state_configmap(instance)).await.map_err(|e| e.to_string())? else {
+        return Ok(BTreeMap::new());
+    };
+    Ok(cm
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.replace('.', "/").replacen("~", ".", usize::MAX), v.trim().parse().ok()?)))
+        .collect())
+}
+
+/// ConfigMap keys allow `[-._a-zA-Z0-9]`; state keys have `/`. `/` is written as `.`
+/// and a literal `.` as `~`.
+fn state_data_key(key: &ObjectKey) -> String {
+    flotilla_core::schedule::state_key(key).replace('.', "~").replace('/', ".")
+}
+
+/// Writes `--writeback=state` decisions into the state ConfigMap.
+pub async fn write_state(host: &kube::Client, namespace: &str, instance: &str, edits: &[Edit]) -> Result<bool, String> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(host.clone(), namespace);
+    let mut data = BTreeMap::new();
+    for edit in edits {
+        match &edit.target {
+            Target::Template(key) => {
+                data.insert(state_data_key(key), edit.value.to_string());
+            }
+            Target::FederatedHpa { .. } => {
+                return Err(
+                    "--writeback=state keeps replica counts only; CronFederatedHPA bounds need --writeback=git".into(),
+                );
+            }
+        }
+    }
+    let patch = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": state_configmap(instance), "annotations": {POLICY_ANNOTATION: "autoscaler"}}, "data": data});
+    api.patch(
+        &state_configmap(instance),
+        &kube::api::PatchParams::apply("flotilla-autoscaler"),
+        &kube::api::Patch::Apply(patch),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(true)
+}
+
+/// Logs a sync's outcome.
+pub fn report(outcome: &Result<bool, String>) {
+    match outcome {
+        Ok(true) => info!("autoscaler wrote new replica counts"),
+        Ok(false) => {}
+        Err(e) => error!(error = %e, "autoscaler could not write its decisions"),
+    }
+}
+
+/// What `/status` shows of the autoscalers.
+pub type Shared = Arc<Mutex<BTreeMap<String, AutoscalerStatus>>>;

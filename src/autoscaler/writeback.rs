@@ -1,0 +1,259 @@
+//! The write-back edit: which file and document declare each target at a given
+//! revision, the edited bytes, and a check that the edit changed exactly the intended
+//! field. Called again on every new head when a push races another commit.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use flotilla_core::load::{self, ParseCache};
+use flotilla_core::model::{Limits, Loaded, ObjectKey, Origin, RepoFiles};
+use flotilla_core::yaml_edit;
+use serde_json::Value;
+
+/// What to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A resource template's `spec.replicas`.
+    Template(ObjectKey),
+    /// A FederatedHPA's bounds (`spec.minReplicas` / `spec.maxReplicas`).
+    FederatedHpa {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+}
+
+/// One field to set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    /// The object.
+    pub target: Target,
+    /// `replicas`, `minReplicas` or `maxReplicas` (under `spec`).
+    pub field: &'static str,
+    /// The value.
+    pub value: i64,
+}
+
+fn origin<'a>(loaded: &'a Loaded, target: &Target) -> Option<&'a Origin> {
+    match target {
+        Target::Template(key) => loaded.template(key).map(|t| &t.origin),
+        Target::FederatedHpa { namespace, name } => loaded
+            .federated_hpas
+            .iter()
+            .find(|h| h.namespace.as_deref() == Some(namespace) && &h.name == name)
+            .map(|h| &h.origin),
+    }
+}
+
+/// The field's value in a loaded revision.
+fn value(loaded: &Loaded, edit: &Edit) -> Option<i64> {
+    match &edit.target {
+        Target::Template(key) => loaded
+            .template(key)
+            .and_then(|t| t.object.pointer(&format!("/spec/{}", edit.field)))
+            .and_then(Value::as_i64),
+        Target::FederatedHpa { namespace, name } => {
+            let hpa =
+                loaded.federated_hpas.iter().find(|h| h.namespace.as_deref() == Some(namespace) && &h.name == name)?;
+            Some(i64::from(match edit.field {
+                "minReplicas" => hpa.spec.min_replicas.unwrap_or(1),
+                _ => hpa.spec.max_replicas,
+            }))
+        }
+    }
+}
+
+/// The files to commit at `head` (repo-relative paths, under `prefix`), or `None` when
+/// every field already has its value.
+pub fn files(
+    repo_dir: &Path,
+    head: git2::Oid,
+    prefix: &str,
+    edits: &[Edit],
+    cache: &Mutex<ParseCache>,
+) -> Result<Option<crate::controller::git::Files>, String> {
+    let limits = Limits::default();
+    let loaded = {
+        let mut cache = cache.lock().expect("parse cache lock");
+        let files = crate::source::read_git_subtree(repo_dir, &head.to_string(), prefix, &limits, &cache)
+            .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+        load::load_cached(&files, &mut cache, &limits).map_err(|e| format!("the head does not load: {e}"))?
+    };
+    let repo = git2::Repository::open(repo_dir).map_err(|e| e.to_string())?;
+    let tree = repo.find_commit(head).and_then(|c| c.tree()).map_err(|e| e.to_string())?;
+    let mut by_file: BTreeMap<String, Vec<(&Edit, usize)>> = BTreeMap::new();
+    for edit in edits {
+        if value(&loaded, edit) == Some(edit.value) {
+            continue;
+        }
+        let origin =
+            origin(&loaded, &edit.target).ok_or_else(|| format!("{:?} is not declared at {head}", edit.target))?;
+        by_file.entry(origin.file.to_string()).or_default().push((edit, origin.document));
+    }
+    let mut out = Vec::new();
+    for (file, edits) in by_file {
+        let path = if prefix.trim_matches('/').is_empty() {
+            file.clone()
+        } else {
+            format!("{}/{file}", prefix.trim_matches('/'))
+        };
+        let blob = tree
+            .get_path(Path::new(&path))
+            .and_then(|e| repo.find_blob(e.id()))
+            .map_err(|e| format!("reading {path}: {e}"))?;
+        let before = std::str::from_utf8(blob.content()).map_err(|_| format!("{path} is not UTF-8"))?.to_owned();
+        let mut text = before.clone();
+        for (edit, document) in &edits {
+            text = yaml_edit::set_int(&text, *document, &["spec", edit.field], edit.value)
+                .map_err(|e| format!("{file}: {e}"))?;
+        }
+        verify(&file, &before, &text, &edits)?;
+        out.push((path, text.into_bytes()));
+    }
+    Ok((!out.is_empty()).then_some(out))
+}
+
+/// Re-parses the file before and after: the same objects, the edited fields with their
+/// new values, and nothing else different.
+fn verify(file: &str, before: &str, after: &str, edits: &[(&Edit, usize)]) -> Result<(), String> {
+    let parse = |text: &str| {
+        let files = RepoFiles { files: [(file.to_owned(), text.as_bytes().to_vec())].into(), ..Default::default() };
+        load::load(&files, &Limits::default()).map_err(|e| format!("the edited {file} does not load: {e}"))
+    };
+    let (old, new) = (parse(before)?, parse(after)?);
+    for (edit, _) in edits {
+        if value(&new, edit) != Some(edit.value) {
+            return Err(format!("editing {file} did not set {:?} {} (refusing to commit)", edit.target, edit.field));
+        }
+    }
+    let strip = |loaded: &Loaded| -> Vec<Value> {
+        let mut objects: Vec<Value> = loaded
+            .templates
+            .iter()
+            .map(|t| {
+                let mut o = Value::clone(&t.object);
+                if edits.iter().any(|(e, _)| e.target == Target::Template(t.key.clone()))
+                    && let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut)
+                {
+                    spec.remove("replicas");
+                }
+                o
+            })
+            .collect();
+        for h in &loaded.federated_hpas {
+            let edited = edits.iter().any(|(e, _)| {
+                e.target
+                    == Target::FederatedHpa { namespace: h.namespace.clone().unwrap_or_default(), name: h.name.clone() }
+            });
+            let (min, max) = if edited { (0, 0) } else { (h.spec.min_replicas.unwrap_or(1), h.spec.max_replicas) };
+            objects.push(serde_json::json!([h.namespace, h.name, min, max, format!("{:?}", h.spec.metrics)]));
+        }
+        objects
+    };
+    if strip(&old) != strip(&new) || old.propagation_policies.len() != new.propagation_policies.len() {
+        return Err(format!("editing {file} changed more than the intended fields (refusing to commit)"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+    use crate::controller::git::{GitAuth, Watched};
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    const NGINX: &str = "# nginx for the seed\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: nginx\n  namespace: default\nspec:\n  replicas: 1 # FederatedHPA-managed\n  selector: {matchLabels: {app: nginx}}\n";
+
+    /// A human pushes while the bot is pushing: the remote's pre-receive hook makes the
+    /// human's push land first, so the bot's push is refused as not a fast-forward; the
+    /// bot fetches, redoes its edit on the new head, and both commits survive.
+    #[test]
+    fn a_racing_human_commit_is_kept_and_the_edit_lands_on_top() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = dir.path().join("fleet.git");
+        git(dir.path(), &["init", "-q", "--bare", "-b", "main", remote.to_str().unwrap()]);
+        let human = dir.path().join("human");
+        git(dir.path(), &["clone", "-q", remote.to_str().unwrap(), human.to_str().unwrap()]);
+        for (k, v) in [("user.name", "Human"), ("user.email", "human@example.invalid")] {
+            git(&human, &["config", k, v]);
+        }
+        std::fs::write(human.join("nginx.yaml"), NGINX).unwrap();
+        std::fs::write(human.join("notes.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n").unwrap();
+        git(&human, &["add", "-A"]);
+        git(&human, &["commit", "-qm", "initial"]);
+        git(&human, &["push", "-q", "origin", "HEAD:main"]);
+        // The hook: on the first push only, the human pushes a commit of their own first.
+        let hook = remote.join("hooks/pre-receive");
+        std::fs::write(
+            &hook,
+            format!(
+                "#!/bin/sh\ncat >/dev/null\n[ -e '{marker}' ] && exit 0\ntouch '{marker}'\n\
+                 env -u GIT_DIR -u GIT_QUARANTINE_PATH -u GIT_OBJECT_DIRECTORY -u GIT_ALTERNATE_OBJECT_DIRECTORIES sh -c \
+                 \"cd '{human}' && printf 'data: {{note: by hand}}\\n' >> notes.yaml && git commit -qam 'human edit' && git push -q origin HEAD:main\"\n",
+                marker = dir.path().join("raced").display(),
+                human = human.display()
+            ),
+        )
+        .unwrap();
+        Command::new("chmod").args(["+x", hook.to_str().unwrap()]).status().unwrap();
+
+        // A real server process (libgit2's file:// transport runs no hooks).
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let exec_path = git(dir.path(), &["--exec-path"]);
+        let mut daemon = Command::new(Path::new(exec_path.trim()).join("git-daemon"))
+            .args(["--reuseaddr", "--export-all", "--enable=receive-pack", "--listen=127.0.0.1"])
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", dir.path().display()))
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let url = format!("git://127.0.0.1:{port}/fleet.git");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let mut watched = Watched::open(&url, "main", &dir.path().join("cache"), GitAuth::default()).unwrap();
+        let key = ObjectKey {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("default".into()),
+            name: "nginx".into(),
+        };
+        let edits = [Edit { target: Target::Template(key), field: "replicas", value: 10 }];
+        let cache = Mutex::new(ParseCache::default());
+        let mut attempts = 0;
+        let commit = watched
+            .commit_on_head(("bot", "bot@example.invalid"), "autoscale: nginx 1 → 10", 4, |dir, head| {
+                attempts += 1;
+                files(dir, head, "", &edits, &cache)
+            })
+            .unwrap()
+            .expect("a commit");
+        assert_eq!(attempts, 2, "refused once, redone on the new head");
+        let log = git(&human, &["fetch", "-q"]) + &git(&human, &["log", "--format=%an %s", "origin/main"]);
+        assert_eq!(log, "bot autoscale: nginx 1 → 10\nHuman human edit\nHuman initial\n");
+        assert_eq!(git(&human, &["rev-parse", "origin/main"]).trim(), commit.to_string());
+        let shown = git(&human, &["show", "origin/main:nginx.yaml"]);
+        assert_eq!(shown, NGINX.replace("replicas: 1 #", "replicas: 10 #"), "only the scalar changed");
+        assert!(git(&human, &["show", "origin/main:notes.yaml"]).contains("by hand"), "the human's edit is kept");
+        // Nothing to do when the value is already there: no commit.
+        let again = watched.commit_on_head(("bot", "bot@example.invalid"), "again", 2, |dir, head| {
+            files(dir, head, "", &edits, &cache)
+        });
+        assert_eq!(again, Ok(None));
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+    }
+}
