@@ -248,6 +248,19 @@ for i in $(seq 1 "$n"); do
   for node in 1 2; do wait_for "member$i node $node" 60 node_ready "$i" "$node"; done
 done
 
+# metrics.k8s.io PodMetrics, as metrics-server serves them, from a CRD of the same group,
+# version and shape (there are no kubelets for metrics-server to scrape); tests and
+# hack/demo-fhpa.sh write the samples.
+crd_established() {
+  api "$1" GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/pods.metrics.k8s.io | tr -d ' \n' \
+    | grep -q '"type":"Established","status":"True"'
+}
+for i in $(seq 1 "$n"); do
+  api "$i" GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/pods.metrics.k8s.io >/dev/null 2>&1 \
+    || api "$i" POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions "$(cat "$here/metrics-api-crd.json")" >/dev/null
+done
+for i in $(seq 1 "$n"); do wait_for "member$i metrics.k8s.io" 30 crd_established "$i"; done
+
 mkdir -p "$(dirname "$kubeconfig")"
 write_kubeconfig "$kubeconfig" $(seq 1 "$n")
 

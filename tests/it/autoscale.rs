@@ -1,0 +1,190 @@
+//! The FederatedHPA seed tutorial end to end: examples/repo served by a real git
+//! daemon, `flotilla run` on dedicated members, CPU load written into the members'
+//! metrics.k8s.io (PodMetrics, as metrics-server would serve them). The controller
+//! commits `replicas` back to Git; the next render applies it.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+
+use crate::controller::{Quiet, Running, free_port, git, git_daemon, ready};
+use crate::members::{Dedicated, Members};
+use crate::support::{root, wait_for};
+
+fn pod_metrics() -> ApiResource {
+    ApiResource {
+        group: "metrics.k8s.io".into(),
+        version: "v1beta1".into(),
+        api_version: "metrics.k8s.io/v1beta1".into(),
+        kind: "PodMetrics".into(),
+        plural: "pods".into(),
+    }
+}
+
+/// Writes a PodMetrics sample of `milli` CPU for every nginx pod in member1 and
+/// member2, once a second, at whatever level `load` holds.
+fn drive_load(kubeconfig: std::path::PathBuf, load: Arc<AtomicI64>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            for member in ["member1", "member2"] {
+                let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+                let options = kube::config::KubeConfigOptions { context: Some(member.into()), ..Default::default() };
+                let config = kube::Config::from_custom_kubeconfig(kc, &options).await.unwrap();
+                let client = kube::Client::try_from(config).unwrap();
+                let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+                let metrics: Api<DynamicObject> = Api::namespaced_with(client, "default", &pod_metrics());
+                let Ok(list) = pods.list(&ListParams::default().labels("app=nginx")).await else { continue };
+                for pod in list.items {
+                    let name = pod.metadata.name.unwrap();
+                    let sample = serde_json::json!({
+                        "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
+                        "metadata": {"name": name, "namespace": "default", "labels": {"app": "nginx"}},
+                        "timestamp": k8s_openapi::jiff::Timestamp::now().to_string(), "window": "1s",
+                        "containers": [{"name": "nginx", "usage": {"cpu": format!("{}m", load.load(Ordering::Relaxed)), "memory": "10Mi"}}]
+                    });
+                    let _ = metrics.patch(&name, &PatchParams::apply("load").force(), &Patch::Apply(sample)).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+}
+
+/// Running nginx pods in member1 and member2.
+async fn running(members: &Members) -> (usize, usize) {
+    let mut counts = [0; 2];
+    for (i, member) in ["member1", "member2"].iter().enumerate() {
+        let pods: Api<Pod> = Api::namespaced(members.client(member).await, "default");
+        counts[i] = pods
+            .list(&ListParams::default().labels("app=nginx"))
+            .await
+            .map(|l| {
+                l.items
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                    .count()
+            })
+            .unwrap_or(0);
+    }
+    (counts[0], counts[1])
+}
+
+fn replicas_in_git(served: &Path) -> i64 {
+    let out = Command::new("git").args(["show", "main:nginx/nginx.yaml"]).current_dir(served).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines().find_map(|l| l.strip_prefix("  replicas: ")).and_then(|v| v.trim().parse().ok()).unwrap()
+}
+
+fn bot_commits(served: &Path) -> Vec<String> {
+    let out = Command::new("git")
+        .args(["log", "--format=%an|%s", "--author=flotilla-autoscaler", "main"])
+        .current_dir(served)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_seed_federated_hpa_scales_1_to_10_and_back_through_git() {
+    let dedicated = Dedicated::start(3);
+    let members = &dedicated.0;
+    // examples/repo in a served repository.
+    let dir = tempfile::tempdir().unwrap();
+    let (work, served) = (dir.path().join("work"), dir.path().join("fleet.git"));
+    git(dir.path(), &["init", "-q", "--bare", "-b", "main", served.to_str().unwrap()]);
+    let copy = Command::new("cp").arg("-r").arg(root().join("examples/repo")).arg(&work).status().unwrap();
+    assert!(copy.success());
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["add", "-A"]);
+    git(&work, &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "the seed"]);
+    git(&work, &["push", "-q", served.to_str().unwrap(), "HEAD:main"]);
+    let original = std::fs::read_to_string(work.join("nginx/nginx.yaml")).unwrap();
+    let port = free_port();
+    let _daemon = Running(
+        git_daemon()
+            .args(["--reuseaddr", "--export-all", "--enable=receive-pack", "--listen=127.0.0.1"])
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", dir.path().display()))
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let http = free_port();
+    let cache = tempfile::tempdir().unwrap();
+    let _controller = Running(
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["run", "--repo", &format!("git://127.0.0.1:{port}/fleet.git"), "--interval", "2"])
+            .args(["--kubeconfig", members.kubeconfig().to_str().unwrap(), "--listen", &format!("127.0.0.1:{http}")])
+            .args(["--cache-dir", cache.path().to_str().unwrap(), "--autoscale-interval", "1"])
+            .quiet(),
+    );
+    wait_for("the seed to apply", Duration::from_secs(90), || async { ready(http) }).await;
+    wait_for("one nginx pod in member1", Duration::from_secs(60), || async { running(members).await == (1, 0) }).await;
+
+    // Load: 25m of the 25m request is 100 % against a 10 % target.
+    let load = Arc::new(AtomicI64::new(1));
+    let driver = drive_load(members.kubeconfig().to_path_buf(), load.clone());
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(replicas_in_git(&served), 1, "idle (4 %) is within the target");
+    let start = Instant::now();
+    load.store(25, Ordering::Relaxed);
+    wait_for("a first scale-up in Git", Duration::from_secs(60), || async { replicas_in_git(&served) > 1 }).await;
+    let first_commit = start.elapsed();
+    let first = replicas_in_git(&served);
+    wait_for("the first scale-up to run", Duration::from_secs(60), || async {
+        let (a, b) = running(members).await;
+        a + b == first as usize
+    })
+    .await;
+    eprintln!("load → replicas: {first} committed in {first_commit:?}, running after {:?}", start.elapsed());
+    wait_for("replicas: 10 in Git", Duration::from_secs(90), || async { replicas_in_git(&served) == 10 }).await;
+    let to_ten = start.elapsed();
+    wait_for("5 nginx pods in each member", Duration::from_secs(60), || async { running(members).await == (5, 5) })
+        .await;
+    let applied = start.elapsed();
+    eprintln!("load → replicas: 10 committed in {to_ten:?}; 5/5 running after {applied:?}");
+
+    // Idle again: back to 1 once the 10 s scale-down window has passed.
+    let start = Instant::now();
+    load.store(0, Ordering::Relaxed);
+    wait_for("replicas: 1 in Git", Duration::from_secs(90), || async { replicas_in_git(&served) == 1 }).await;
+    wait_for("1 nginx pod left", Duration::from_secs(60), || async {
+        let (a, b) = running(members).await;
+        a + b == 1
+    })
+    .await;
+    eprintln!("idle → replicas: 1 in {:?}", start.elapsed());
+    let commits = bot_commits(&served);
+    assert!(commits.len() >= 3, "{commits:?}");
+    assert!(
+        commits
+            .iter()
+            .all(|c| c.starts_with("flotilla-autoscaler|autoscale: apps/v1 Deployment default/nginx: replicas ")),
+        "{commits:?}"
+    );
+    assert!(
+        commits[0].contains("→ 1")
+            && commits.last().unwrap().contains("1 → 5 (FederatedHPA default/nginx: cpu utilization"),
+        "{commits:?}"
+    );
+    let show = Command::new("git").args(["show", "main:nginx/nginx.yaml"]).current_dir(&served).output().unwrap();
+    assert_eq!(String::from_utf8(show.stdout).unwrap(), original, "back at 1 the file is byte for byte the original");
+
+    // Load swinging across the target every 4 s for 48 s (almost five 10 s windows),
+    // sampled every second: each window holds both a high and a low recommendation, so
+    // stabilization holds the count and nothing is committed.
+    let before = bot_commits(&served).len();
+    for step in 0..12 {
+        load.store(if step % 2 == 0 { 4 } else { 1 }, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_secs(4)).await;
+    }
+    assert_eq!(bot_commits(&served).len(), before, "no flapping");
+    driver.abort();
+}
