@@ -187,3 +187,34 @@ fn missing_fields_are_named() {
     let err = rejects(dir.path(), &[], "y.yaml");
     assert!(err.contains("generateName"), "{err}");
 }
+
+/// Autoscalers that cannot be honoured fail the load, naming the file, document, line
+/// and field, so the controller never writes from them.
+#[test]
+fn invalid_autoscalers() {
+    let hpa = |spec: &str| {
+        format!(
+            "---\napiVersion: autoscaling.karmada.io/v1alpha1\nkind: FederatedHPA\nmetadata: {{name: web}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}\n{spec}"
+        )
+    };
+    for (spec, message) in [
+        ("  minReplicas: 5\n  maxReplicas: 2\n", "spec.maxReplicas: 2 is less than minReplicas 5"),
+        (
+            "  maxReplicas: 3\n  metrics:\n  - type: Resource\n    resource: {name: cpu, target: {type: Value, value: 1}}\n",
+            "spec.metrics[0].resource.target.type: \"Value\" is not valid for a resource metric",
+        ),
+        (
+            "  maxReplicas: 3\n  behavior:\n    scaleUp: {selectPolicy: Sometimes}\n",
+            "spec.behavior.scaleUp.selectPolicy: must be Max, Min or Disabled",
+        ),
+    ] {
+        let doc = format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: first}}\n{}", hpa(spec));
+        let dir = repo(&[("hpa.yaml", doc.as_bytes())]);
+        let err = rejects(dir.path(), &[], "hpa.yaml: document 2 (line 5)");
+        assert!(err.contains(message), "{err}");
+    }
+    let cron = "apiVersion: autoscaling.karmada.io/v1alpha1\nkind: CronFederatedHPA\nmetadata: {name: nightly}\nspec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}\n  rules:\n  - {name: night, schedule: \"0 22 * * *\", timeZone: Mars/Olympus, targetReplicas: 1}\n";
+    let dir = repo(&[("cron.yaml", cron.as_bytes())]);
+    let err = rejects(dir.path(), &[], "cron.yaml: document 1 (line 1)");
+    assert!(err.contains("spec.rules[0]: unknown time zone \"Mars/Olympus\""), "{err}");
+}

@@ -1,7 +1,7 @@
 //! flotilla's one integration test binary.
 
-pub mod apply;
-mod autoscale; // the FederatedHPA seed: metrics in members, write-back commits, no flapping // `flotilla apply` on real members: seeds, no-op, prune, broken commits, a dead member
+pub mod apply; // `flotilla apply` on real members: seeds, no-op, prune, broken commits, a dead member
+mod autoscale; // the FederatedHPA seed: metrics in members, write-back commits, no flapping
 mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir
 pub mod controller; // `flotilla run` with a real git daemon: follow, keep last good, webhooks
 mod e2e; // the member clusters themselves: real pods, readiness, isolation
