@@ -332,5 +332,42 @@ fn controller_status(url: &str, timeout: u64) -> anyhow::Result<Outcome> {
         healthy &= !line.contains(": failed");
         println!("{cluster:<12}{line}");
     }
+    for (name, a) in status["autoscalers"].as_object().into_iter().flatten() {
+        let number = |v: &Value| v.as_i64().map_or("-".to_owned(), |n| n.to_string());
+        println!(
+            "{name}  target {}  replicas {} → {}  last scale {}",
+            text(&a["target"]),
+            number(&a["currentReplicas"]),
+            number(&a["desiredReplicas"]),
+            text(&a["lastScaleTime"])
+        );
+        for m in a["currentMetrics"].as_array().into_iter().flatten() {
+            match m["averageUtilization"].as_i64() {
+                Some(u) => {
+                    println!("    {} {u}% of request (recommends {})", text(&m["name"]), number(&m["recommends"]))
+                }
+                None => println!(
+                    "    {} {}m per pod (recommends {})",
+                    text(&m["name"]),
+                    number(&m["averageMilli"]),
+                    number(&m["recommends"])
+                ),
+            }
+        }
+        for c in a["conditions"].as_array().into_iter().flatten() {
+            println!("    {} {} {}: {}", text(&c["type"]), text(&c["status"]), text(&c["reason"]), text(&c["message"]));
+        }
+        if let Some(message) = a["message"].as_str() {
+            println!("    {message}");
+        }
+        for (rule, r) in a["rules"].as_object().into_iter().flatten() {
+            println!("    rule {rule}: next {}", text(&r["nextExecutionTime"]));
+            for run in
+                r["successful"].as_array().into_iter().flatten().chain(r["failed"].as_array().into_iter().flatten())
+            {
+                println!("      {}", text(run));
+            }
+        }
+    }
     Ok(if healthy { Outcome::Clean } else { Outcome::Problems })
 }

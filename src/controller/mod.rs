@@ -202,6 +202,10 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
         }
         *shared.autoscaler.lock().expect("autoscaler lock") = state.status.clone();
         if outcome == Ok(true) {
+            // A commit moves the branch; a state write does not, so ask for a cycle.
+            if settings.writeback == crate::autoscaler::Writeback::State {
+                shared.force_cycle.store(true, Ordering::Relaxed);
+            }
             shared.trigger.notify_one();
         }
     }
@@ -320,6 +324,9 @@ pub struct Shared {
     pub plan: Mutex<Option<Arc<Plan>>>,
     /// The autoscaler's memory and status.
     pub autoscaler: crate::autoscaler::Shared,
+    /// Set when the next loop must render and reconcile even if Git did not move (the
+    /// autoscaler wrote its state ConfigMap).
+    pub force_cycle: AtomicBool,
 }
 
 /// Runs until interrupted (Ctrl-C / SIGINT).
@@ -339,6 +346,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         leading: AtomicBool::new(false),
         plan: Mutex::new(None),
         autoscaler: Arc::default(),
+        force_cycle: AtomicBool::new(false),
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -382,7 +390,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             if let Some(previous) = rewritten {
                 warn!(%previous, %head, "the branch was rewritten (force-push or reset); applying the new head");
             }
-            if moved || due {
+            let forced = shared.force_cycle.swap(false, Ordering::Relaxed);
+            if moved || due || forced {
                 // Losing the lease cancels the cycle; a cut-short reconcile is finished
                 // by whoever leads next (the inventory makes that safe).
                 tokio::select! {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 
-use crate::controller::{Quiet, Running, free_port, git, git_daemon, ready};
+use crate::controller::{Quiet, Running, free_port, git, git_daemon, ready, serve};
 use crate::members::{Dedicated, Members};
 use crate::support::{root, wait_for};
 
@@ -150,6 +150,21 @@ async fn the_seed_federated_hpa_scales_1_to_10_and_back_through_git() {
         .await;
     let applied = start.elapsed();
     eprintln!("load → replicas: 10 committed in {to_ten:?}; 5/5 running after {applied:?}");
+    // The status says what happened, in /status, `flotilla status` and /metrics.
+    let status = || crate::support::run(&["status", "--controller", &format!("http://127.0.0.1:{http}")]).1;
+    let settled = "FederatedHPA default/nginx  target apps/v1 Deployment default/nginx  replicas 10 → 10";
+    wait_for("the next sync to report 10 → 10", Duration::from_secs(15), || async { status().contains(settled) }).await;
+    let status = status();
+    assert!(
+        status.contains("cpu 100% of request") && status.contains("ScalingActive True ValidMetricFound"),
+        "{status}"
+    );
+    let metrics = crate::controller::http(http, "GET", "/metrics", &[], b"").1;
+    assert!(
+        metrics
+            .contains(r#"flotilla_autoscaler_replicas{autoscaler="FederatedHPA default/nginx",replicas="current"} 10"#),
+        "{metrics}"
+    );
 
     // Idle again: back to 1 once the 10 s scale-down window has passed.
     let start = Instant::now();
@@ -187,4 +202,77 @@ async fn the_seed_federated_hpa_scales_1_to_10_and_back_through_git() {
     }
     assert_eq!(bot_commits(&served).len(), before, "no flapping");
     driver.abort();
+}
+
+/// A CronFederatedHPA rule firing every minute with `--writeback=state`: the decision
+/// goes to the state ConfigMap in the host cluster (member3 here), the render applies
+/// it, and Git is left alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cron_rule_scales_through_the_state_configmap_without_commits() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+
+    let members = crate::members::members();
+    let ns = "e2e-cron-state";
+    let docs = [
+        crate::apply::fleet(ns, &[]),
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  replicas: 1 # Git's count\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec: {{containers: [{{name: web, image: web}}]}}\n"
+        ),
+        format!(
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}]\n  placement: {{clusterAffinity: {{clusterNames: [member1]}}}}\n"
+        ),
+        format!(
+            "apiVersion: autoscaling.karmada.io/v1alpha1\nkind: CronFederatedHPA\nmetadata: {{name: every-minute, namespace: {ns}}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}\n  rules:\n  - {{name: up, schedule: \"* * * * *\", targetReplicas: 3}}\n"
+        ),
+    ];
+    let repo = serve(&docs.join("---\n"));
+    let host = members.client("member3").await;
+    let host_ns = "flotilla-cron";
+    let created = Api::<Namespace>::all(host.clone())
+        .patch(
+            host_ns,
+            &PatchParams::apply("e2e"),
+            &Patch::Apply(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": host_ns}})),
+        )
+        .await;
+    created.unwrap();
+    let http = free_port();
+    let cache = tempfile::tempdir().unwrap();
+    let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
+    let _controller = Running(
+        Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--interval", "2"])
+            .args(["--kubeconfig", &kubeconfig, "--listen", &format!("127.0.0.1:{http}"), "--instance", "cronstate"])
+            .args(["--cache-dir", cache.path().to_str().unwrap(), "--autoscale-interval", "2", "--writeback", "state"])
+            .args(["--host-kubeconfig", &kubeconfig, "--host-context", "member3", "--namespace", host_ns])
+            .quiet(),
+    );
+    let deployments: Api<Deployment> = Api::namespaced(members.client("member1").await, ns);
+    let replicas = || async {
+        deployments.get_opt("web").await.ok().flatten().and_then(|d| d.spec).and_then(|s| s.replicas).unwrap_or(0)
+    };
+    wait_for("Git's 1 replica applied", Duration::from_secs(60), || async { replicas().await == 1 }).await;
+    wait_for("the rule's 3 replicas (next minute boundary)", Duration::from_secs(100), || async {
+        replicas().await == 3
+    })
+    .await;
+    let state: Api<ConfigMap> = Api::namespaced(host, host_ns);
+    let data = state.get("flotilla-replicas-cronstate").await.unwrap().data.unwrap();
+    assert_eq!(data.get(&format!("apps.v1.Deployment.{ns}.web")).map(String::as_str), Some("3"), "{data:?}");
+    let log = Command::new("git")
+        .args(["log", "--format=%an", "main"])
+        .current_dir(repo.served.path().join("fleet.git"))
+        .output()
+        .unwrap();
+    let authors = String::from_utf8(log.stdout).unwrap();
+    assert!(!authors.contains("flotilla-autoscaler"), "no commit with --writeback=state: {authors}");
+    let status = crate::controller::http(http, "GET", "/status", &[], b"").1;
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let rule = &status["autoscalers"][format!("CronFederatedHPA {ns}/every-minute")]["rules"]["up"];
+    assert!(
+        rule["successful"][0].as_str().unwrap().ends_with(&format!("apps/v1 Deployment {ns}/web replicas = 3")),
+        "{rule}"
+    );
+    assert!(rule["nextExecutionTime"].is_string(), "{rule}");
 }
