@@ -9,6 +9,7 @@ can explain a fast apply), once by polling every second. Prints p50/p99/max per 
 
 Usage: hack/bench-controller.py [N]
        hack/bench-controller.py --soak SECONDS   (memory soak: a commit every 3 s)
+       FLOTILLA_WRAPPER="heaptrack -o FILE" hack/bench-controller.py --soak SECONDS
 """
 import hashlib
 import hmac
@@ -131,7 +132,10 @@ def soak(state, kubeconfig, work, git_port, seconds):
     (tmp / "secret").write_bytes(secret)
     port = free_port()
     binary = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "flotilla"
-    controller = subprocess.Popen([str(binary), "run", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
+    # FLOTILLA_WRAPPER: a command to run the controller under ("heaptrack -o FILE",
+    # "env MALLOC_ARENA_MAX=2").
+    wrapper = os.environ.get("FLOTILLA_WRAPPER", "").split()
+    controller = subprocess.Popen([*wrapper, str(binary), "run", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
                                    "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "cache"), "--instance", "soak",
                                    "--interval", "10", "--resync", "60", "--webhook-secret-file", str(tmp / "secret")],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
