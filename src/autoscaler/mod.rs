@@ -303,26 +303,25 @@ pub async fn sync(
     let edits = changes.iter().map(|c| c.edit.clone()).collect();
     let outcome = write(edits, message).await;
     let now = sync.now;
+    // One history entry per cron rule run, however many fields it set.
+    let mut runs: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for change in &changes {
-        let (id, rule) = change.status.rsplit_once('/').filter(|(i, _)| i.starts_with("CronFederatedHPA")).unzip();
-        if let (Some(id), Some(rule)) = (id, rule) {
-            let status = state.status.entry(id.to_owned()).or_default();
-            let entry = status.rules.entry(rule.to_owned()).or_default();
-            match &outcome {
-                Ok(_) => entry.successful.insert(
-                    0,
-                    format!(
-                        "{}: {} {} = {}",
-                        rfc3339(now),
-                        change_target(&change.edit),
-                        change.edit.field,
-                        change.edit.value
-                    ),
-                ),
-                Err(e) => entry.failed.insert(0, format!("{}: {e}", rfc3339(now))),
-            }
-            trim(status, &limits);
+        let set = format!("{} {} = {}", change_target(&change.edit), change.edit.field, change.edit.value);
+        runs.entry(change.status.as_str()).or_default().push(set);
+    }
+    for (key, sets) in runs {
+        let Some((id, rule)) = key.rsplit_once('/').filter(|(i, _)| i.starts_with("CronFederatedHPA")) else {
+            continue;
+        };
+        let status = state.status.entry(id.to_owned()).or_default();
+        let entry = status.rules.entry(rule.to_owned()).or_default();
+        match &outcome {
+            Ok(_) => entry.successful.insert(0, format!("{}: {}", rfc3339(now), sets.join(", "))),
+            Err(e) => entry.failed.insert(0, format!("{}: {e}", rfc3339(now))),
         }
+        trim(status, &limits);
+    }
+    for change in &changes {
         if let (Ok(true), Some((id, decision))) = (&outcome, &change.history) {
             let hpa =
                 sync.plan.loaded.federated_hpas.iter().find(|h| {
@@ -413,3 +412,104 @@ pub fn report(outcome: &Result<bool, String>) {
 
 /// What `/status` shows of the autoscalers.
 pub type Shared = Arc<Mutex<BTreeMap<String, AutoscalerStatus>>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPO: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+---
+# business hours: wider bounds
+apiVersion: autoscaling.karmada.io/v1alpha1
+kind: FederatedHPA
+metadata: {name: web, namespace: shop}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 1   # night floor
+  maxReplicas: 4
+---
+apiVersion: autoscaling.karmada.io/v1alpha1
+kind: CronFederatedHPA
+metadata: {name: web-bounds, namespace: shop}
+spec:
+  scaleTargetRef: {apiVersion: autoscaling.karmada.io/v1alpha1, kind: FederatedHPA, name: web}
+  rules:
+  - {name: morning, schedule: \"0 9 * * *\", timeZone: Europe/Paris, targetMinReplicas: 3, targetMaxReplicas: 12}
+  - {name: paused, schedule: \"* * * * *\", suspend: true, targetMinReplicas: 7}
+";
+
+    fn unix(text: &str) -> i64 {
+        text.parse::<k8s_openapi::jiff::Timestamp>().unwrap().as_second()
+    }
+
+    /// A CronFederatedHPA rule on a FederatedHPA's bounds fires once at 09:00 Paris
+    /// time, edits `minReplicas` and `maxReplicas` in place (the comment stays), and
+    /// records the run; the suspended rule never fires.
+    #[tokio::test]
+    async fn a_cron_rule_moves_a_federated_hpas_bounds_at_its_time() {
+        let files = flotilla_core::model::RepoFiles {
+            files: [("web.yaml".to_owned(), REPO.as_bytes().to_vec())].into(),
+            ..Default::default()
+        };
+        let plan = flotilla_core::plan(&files, &Default::default(), &Default::default()).unwrap();
+        let settings = Settings {
+            interval: Duration::from_secs(15),
+            writeback: Writeback::Git,
+            author: ("bot".into(), "bot@example.invalid".into()),
+            timing: Timing::default(),
+        };
+        let kubeconfig = kube::config::Kubeconfig::default();
+        let mut state = State::default();
+        let written = std::sync::Mutex::new(Vec::new());
+        for now in ["2026-12-01T07:58:00Z", "2026-12-01T07:59:30Z", "2026-12-01T08:00:10Z", "2026-12-01T08:01:00Z"] {
+            let sync = Sync {
+                settings: &settings,
+                plan: &plan,
+                kubeconfig: &kubeconfig,
+                trust: Default::default(),
+                timeout: Duration::from_secs(1),
+                overrides: &BTreeMap::new(),
+                now: unix(now),
+            };
+            let outcome = super::sync(sync, &mut state, async |edits, message| {
+                written.lock().unwrap().push((now, edits, message));
+                Ok(true)
+            })
+            .await;
+            assert!(outcome.is_ok(), "{outcome:?}");
+        }
+        let written = written.into_inner().unwrap();
+        assert_eq!(written.len(), 1, "{written:?}");
+        let (at, edits, message) = &written[0];
+        assert_eq!(*at, "2026-12-01T08:00:10Z", "09:00 in Paris is 08:00 UTC in winter");
+        let fhpa = Target::FederatedHpa { namespace: "shop".into(), name: "web".into() };
+        assert_eq!(
+            edits,
+            &[
+                Edit { target: fhpa.clone(), field: "minReplicas", value: 3 },
+                Edit { target: fhpa, field: "maxReplicas", value: 12 }
+            ]
+        );
+        assert!(message.starts_with("autoscale: 2 changes\n"), "{message}");
+        let rules = &state.status["CronFederatedHPA shop/web-bounds"].rules;
+        assert_eq!(rules["morning"].successful.len(), 1);
+        assert_eq!(rules["morning"].next_execution_time.as_deref(), Some("2026-12-02T08:00:00Z"));
+        assert!(rules["paused"].successful.is_empty() && rules["paused"].next_execution_time.is_none());
+
+        // The edit itself, on the file: only the two integers change.
+        let mut text = REPO.to_owned();
+        for edit in edits {
+            text = flotilla_core::yaml_edit::set_int(&text, 2, &["spec", edit.field], edit.value).unwrap();
+        }
+        assert_eq!(
+            text,
+            REPO.replace("minReplicas: 1   #", "minReplicas: 3   #").replace("maxReplicas: 4\n", "maxReplicas: 12\n")
+        );
+    }
+}
