@@ -60,13 +60,13 @@ pub fn render(
         }
     }
     attach_dependencies(&loaded, &mut targets);
-    let by_name: BTreeMap<&str, &crate::model::Cluster> =
-        loaded.clusters.iter().map(|c| (c.name.as_str(), c)).collect();
+    let by_name: BTreeMap<&str, (usize, &crate::model::Cluster)> =
+        loaded.clusters.iter().enumerate().map(|(i, c)| (c.name.as_str(), (i, c))).collect();
     let index = overrides::index(&loaded);
     // Override rules are resolved per template once and per cluster by target; they are
     // trial-applied here so a failing override is a problem now rather than an error
     // while writing the output.
-    let results: Vec<Result<(String, Rendered), Box<Problem>>> = targets
+    let results: Vec<Result<(usize, Rendered), Box<Problem>>> = targets
         .par_iter()
         .flat_map_iter(|(&template, target)| {
             let t = &loaded.templates[template];
@@ -75,16 +75,17 @@ pub fn render(
             // Clusters that get the same rules and counts share one trial.
             let mut tried: Vec<Trial> = Vec::new();
             target.clusters.iter().map(move |(cluster, replicas)| {
+                let (at, member) = by_name[cluster.as_str()];
                 let rendered = Rendered {
                     template,
                     replicas: *replicas,
                     completions: target.completions.get(cluster).copied(),
-                    overrides: overrides::rules_for(loaded, &policies, by_name[cluster.as_str()]),
+                    overrides: overrides::rules_for(loaded, &policies, member),
                     source: target.source,
                     suspended: target.all_suspended || target.suspended.contains(cluster),
                 };
                 if rendered.overrides.is_empty() {
-                    return Ok((cluster.clone(), rendered));
+                    return Ok((at, rendered));
                 }
                 let same = |(r, c, o, _): &&(_, _, Vec<_>, _)| {
                     (*r, *c, o.as_slice()) == (rendered.replicas, rendered.completions, rendered.overrides.as_slice())
@@ -99,7 +100,7 @@ pub fn render(
                     }
                 };
                 match outcome {
-                    Ok(()) => Ok((cluster.clone(), rendered)),
+                    Ok(()) => Ok((at, rendered)),
                     Err(message) => {
                         Err(Box::new(problem(t, Some(cluster.clone()), ProblemReason::OverrideFailed, message)))
                     }
@@ -107,17 +108,22 @@ pub fn render(
             })
         })
         .collect();
-    let mut clusters: BTreeMap<String, Vec<Rendered>> =
-        loaded.clusters.iter().map(|c| (c.name.clone(), Vec::new())).collect();
+    let mut per_cluster: Vec<Vec<Rendered>> = vec![Vec::new(); loaded.clusters.len()];
     for result in results {
         match result {
-            Ok((cluster, rendered)) => clusters.entry(cluster).or_default().push(rendered),
+            Ok((at, rendered)) => per_cluster[at].push(rendered),
             Err(p) => problems.push(*p),
         }
     }
-    for items in clusters.values_mut() {
-        items.sort_by_key(|r| r.template);
-    }
+    let clusters: BTreeMap<String, Vec<Rendered>> = loaded
+        .clusters
+        .iter()
+        .zip(per_cluster)
+        .map(|(c, mut items)| {
+            items.sort_by_key(|r| r.template);
+            (c.name.clone(), items)
+        })
+        .collect();
     problems.sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
     // Templates no policy claimed may still travel as dependencies.
     let unclaimed =

@@ -104,11 +104,11 @@ pub enum LoadError {
 #[derive(Debug, Clone)]
 enum Parsed {
     Template(Arc<Value>),
-    Propagation(Named<PropagationSpec>),
-    Override(Named<OverrideSpec>),
+    Propagation(Arc<Named<PropagationSpec>>),
+    Override(Arc<Named<OverrideSpec>>),
     Cluster(Cluster),
-    FederatedHpa(Named<FederatedHpaSpec>),
-    CronFederatedHpa(Named<CronFederatedHpaSpec>),
+    FederatedHpa(Arc<Named<FederatedHpaSpec>>),
+    CronFederatedHpa(Arc<Named<CronFederatedHpaSpec>>),
 }
 
 /// Loads every manifest of a revision. See the module docs.
@@ -391,16 +391,16 @@ fn parse_document(shared: &Arc<str>, chunk: &Chunk<'_>, limits: &Limits) -> Resu
     let parsed = match (api_version, kind) {
         (_, "List") if api_version == "v1" => return list_items(value, &origin),
         ("policy.karmada.io/v1alpha1", "PropagationPolicy") => {
-            Parsed::Propagation(typed(file, chunk, limits, &origin, true, validate::propagation)?)
+            Parsed::Propagation(Arc::new(typed(file, chunk, limits, &origin, true, validate::propagation)?))
         }
         ("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy") => {
-            Parsed::Propagation(typed(file, chunk, limits, &origin, false, validate::propagation)?)
+            Parsed::Propagation(Arc::new(typed(file, chunk, limits, &origin, false, validate::propagation)?))
         }
         ("policy.karmada.io/v1alpha1", "OverridePolicy") => {
-            Parsed::Override(typed(file, chunk, limits, &origin, true, validate::overrides)?)
+            Parsed::Override(Arc::new(typed(file, chunk, limits, &origin, true, validate::overrides)?))
         }
         ("policy.karmada.io/v1alpha1", "ClusterOverridePolicy") => {
-            Parsed::Override(typed(file, chunk, limits, &origin, false, validate::overrides)?)
+            Parsed::Override(Arc::new(typed(file, chunk, limits, &origin, false, validate::overrides)?))
         }
         ("cluster.karmada.io/v1alpha1", "Cluster") => {
             let (named, labels) =
@@ -409,10 +409,10 @@ fn parse_document(shared: &Arc<str>, chunk: &Chunk<'_>, limits: &Limits) -> Resu
             Parsed::Cluster(Cluster { name: named.name, labels, spec: named.spec, origin: origin.clone() })
         }
         ("autoscaling.karmada.io/v1alpha1", "FederatedHPA") => {
-            Parsed::FederatedHpa(typed(file, chunk, limits, &origin, true, validate::federated_hpa)?)
+            Parsed::FederatedHpa(Arc::new(typed(file, chunk, limits, &origin, true, validate::federated_hpa)?))
         }
         ("autoscaling.karmada.io/v1alpha1", "CronFederatedHPA") => {
-            Parsed::CronFederatedHpa(typed(file, chunk, limits, &origin, true, validate::cron_federated_hpa)?)
+            Parsed::CronFederatedHpa(Arc::new(typed(file, chunk, limits, &origin, true, validate::cron_federated_hpa)?))
         }
         _ if scope::is_karmada_group(api_version) => {
             return Err(invalid(format!("{api_version} {kind} is not supported by flotilla")));
@@ -542,7 +542,7 @@ fn finish(loaded: &mut Loaded) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn unique_names<S>(items: &mut [Named<S>], namespaced: &str, cluster: &str) -> Result<(), LoadError> {
+fn unique_names<S>(items: &mut [Arc<Named<S>>], namespaced: &str, cluster: &str) -> Result<(), LoadError> {
     items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     for pair in items.windows(2) {
         if (&pair[0].namespace, &pair[0].name) == (&pair[1].namespace, &pair[1].name) {

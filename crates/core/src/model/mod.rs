@@ -46,15 +46,15 @@ pub struct Loaded {
     /// Resource templates sorted by key.
     pub templates: Vec<Arc<Template>>,
     /// PropagationPolicies (namespaced) and ClusterPropagationPolicies.
-    pub propagation_policies: Vec<Named<PropagationSpec>>,
+    pub propagation_policies: Vec<Arc<Named<PropagationSpec>>>,
     /// OverridePolicies (namespaced) and ClusterOverridePolicies.
-    pub override_policies: Vec<Named<OverrideSpec>>,
+    pub override_policies: Vec<Arc<Named<OverrideSpec>>>,
     /// Member clusters sorted by name.
     pub clusters: Vec<Cluster>,
     /// FederatedHPAs.
-    pub federated_hpas: Vec<Named<FederatedHpaSpec>>,
+    pub federated_hpas: Vec<Arc<Named<FederatedHpaSpec>>>,
     /// CronFederatedHPAs.
-    pub cron_federated_hpas: Vec<Named<CronFederatedHpaSpec>>,
+    pub cron_federated_hpas: Vec<Arc<Named<CronFederatedHpaSpec>>>,
 }
 
 impl Loaded {
