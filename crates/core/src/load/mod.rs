@@ -106,7 +106,7 @@ enum Parsed {
     Template(Arc<Value>),
     Propagation(Arc<Named<PropagationSpec>>),
     Override(Arc<Named<OverrideSpec>>),
-    Cluster(Cluster),
+    Cluster(Box<Cluster>),
     FederatedHpa(Arc<Named<FederatedHpaSpec>>),
     CronFederatedHpa(Arc<Named<CronFederatedHpaSpec>>),
 }
@@ -220,7 +220,7 @@ pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -
                     Parsed::Template(_) => {}
                     Parsed::Propagation(p) => loaded.propagation_policies.push(p.clone()),
                     Parsed::Override(o) => loaded.override_policies.push(o.clone()),
-                    Parsed::Cluster(c) => loaded.clusters.push(c.clone()),
+                    Parsed::Cluster(c) => loaded.clusters.push(Cluster::clone(c)),
                     Parsed::FederatedHpa(h) => loaded.federated_hpas.push(h.clone()),
                     Parsed::CronFederatedHpa(h) => loaded.cron_federated_hpas.push(h.clone()),
                 }
@@ -406,7 +406,7 @@ fn parse_document(shared: &Arc<str>, chunk: &Chunk<'_>, limits: &Limits) -> Resu
             let (named, labels) =
                 typed_with_labels::<ClusterSpec>(file, chunk, limits, &origin, false, validate::cluster)?;
             validate::cluster_name(&named.name).map_err(invalid)?;
-            Parsed::Cluster(Cluster { name: named.name, labels, spec: named.spec, origin: origin.clone() })
+            Parsed::Cluster(Box::new(Cluster { name: named.name, labels, spec: named.spec, origin: origin.clone() }))
         }
         ("autoscaling.karmada.io/v1alpha1", "FederatedHPA") => {
             Parsed::FederatedHpa(Arc::new(typed(file, chunk, limits, &origin, true, validate::federated_hpa)?))
