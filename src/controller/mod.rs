@@ -120,8 +120,16 @@ async fn state_overrides(config: &Config) -> anyhow::Result<std::collections::BT
 async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, shared: Arc<Shared>) {
     let settings = &config.autoscale;
     let mut state = crate::autoscaler::State::default();
+    // After a write, the plan still shows the old counts until the next render: wait for
+    // it rather than decide from stale replicas.
+    let mut written_at: Option<u64> = None;
     loop {
         tokio::time::sleep(settings.interval).await;
+        let renders = shared.renders.load(Ordering::Relaxed);
+        if written_at.is_some_and(|n| n == renders) {
+            continue;
+        }
+        written_at = None;
         let plan = shared.plan.lock().expect("plan lock").clone();
         let Some(plan) = plan.filter(|_| shared.leading.load(Ordering::Relaxed)) else { continue };
         if plan.loaded.federated_hpas.is_empty() && plan.loaded.cron_federated_hpas.is_empty() {
@@ -202,6 +210,7 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
         }
         *shared.autoscaler.lock().expect("autoscaler lock") = state.status.clone();
         if outcome == Ok(true) {
+            written_at = Some(renders);
             // A commit moves the branch; a state write does not, so ask for a cycle.
             if settings.writeback == crate::autoscaler::Writeback::State {
                 shared.force_cycle.store(true, Ordering::Relaxed);
@@ -327,6 +336,8 @@ pub struct Shared {
     /// Set when the next loop must render and reconcile even if Git did not move (the
     /// autoscaler wrote its state ConfigMap).
     pub force_cycle: AtomicBool,
+    /// Successful renders so far (the autoscaler waits for one after each write).
+    pub renders: std::sync::atomic::AtomicU64,
 }
 
 /// Runs until interrupted (Ctrl-C / SIGINT).
@@ -347,6 +358,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         plan: Mutex::new(None),
         autoscaler: Arc::default(),
         force_cycle: AtomicBool::new(false),
+        renders: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -494,6 +506,7 @@ async fn render(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid,
     shared.metrics.render_seconds.observe(clock.elapsed().as_secs_f64());
     match rendered {
         Ok(plan) => {
+            shared.renders.fetch_add(1, Ordering::Relaxed);
             shared.metrics.render_failing.set(0);
             shared.placements.lock().expect("placements lock").previous = plan.placements.clone();
             for p in &plan.problems {
