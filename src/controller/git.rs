@@ -99,8 +99,9 @@ impl GitAuth {
 
 /// Whether `known_hosts` lists `key` for `host`: `Some(true)` when it does, `Some(false)`
 /// when the host is listed with other keys only, `None` when the host is not listed.
-/// Plain host patterns (`host`, `[host]:port`, comma-separated); hashed entries and
-/// wildcards are not matched.
+/// Host patterns are plain names (`host`, `[host]:port`, comma-separated) or hashed
+/// (`|1|salt|hash`, as `ssh-keyscan -H` and `HashKnownHosts` write them); wildcards and
+/// `@revoked`/`@cert-authority` lines are not used.
 fn known_host(known_hosts: &str, host: &str, port: u16, key: &[u8]) -> Option<bool> {
     use base64::Engine;
     let name = if port == 22 { host.to_owned() } else { format!("[{host}]:{port}") };
@@ -108,7 +109,7 @@ fn known_host(known_hosts: &str, host: &str, port: u16, key: &[u8]) -> Option<bo
     for line in known_hosts.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let mut fields = line.split_whitespace();
         let (Some(hosts), Some(_kind), Some(blob)) = (fields.next(), fields.next(), fields.next()) else { continue };
-        if hosts.starts_with('@') || !hosts.split(',').any(|h| h == name) {
+        if hosts.starts_with('@') || !hosts.split(',').any(|h| h == name || hashed_match(h, &name)) {
             continue;
         }
         let matches = base64::engine::general_purpose::STANDARD.decode(blob).is_ok_and(|b| b == key);
@@ -118,6 +119,19 @@ fn known_host(known_hosts: &str, host: &str, port: u16, key: &[u8]) -> Option<bo
         listed = Some(false);
     }
     listed
+}
+
+/// Whether a hashed known_hosts pattern `|1|<salt>|<HMAC-SHA1(salt, name)>` is `name`.
+fn hashed_match(pattern: &str, name: &str) -> bool {
+    use base64::Engine;
+    use hmac::{KeyInit, Mac};
+    let Some(rest) = pattern.strip_prefix("|1|") else { return false };
+    let Some((salt, hash)) = rest.split_once('|') else { return false };
+    let decode = |s: &str| base64::engine::general_purpose::STANDARD.decode(s).ok();
+    let (Some(salt), Some(hash)) = (decode(salt), decode(hash)) else { return false };
+    let Ok(mut mac) = <hmac::Hmac<sha1::Sha1> as KeyInit>::new_from_slice(&salt) else { return false };
+    mac.update(name.as_bytes());
+    mac.verify_slice(&hash).is_ok()
 }
 
 /// The port of an `ssh://` URL (22 for scp-like `user@host:path` and by default).
@@ -375,6 +389,9 @@ mod tests {
         assert!(watched.descends(last.unwrap(), commit.parent_id(0).unwrap()));
     }
 
+    /// HMAC-SHA1 of `[127.0.0.1]:2222` keyed with the bytes 1..=20, from OpenSSL.
+    const HASH_127_2222: &str = "6nwC5rG6k7vxYwKIoAwPZGhI1VE=";
+
     #[test]
     fn host_keys_are_checked_against_known_hosts() {
         let key = b"\0\0\0\x0bssh-ed25519 key bytes";
@@ -390,6 +407,13 @@ mod tests {
         assert_eq!(known_host(&known, "127.0.0.1", 2222, key), Some(false), "listed with another key");
         assert_eq!(known_host(&known, "127.0.0.1", 2222, other), Some(true));
         assert_eq!(known_host(&known, "unknown", 22, key), None);
+        // `ssh-keygen -H` of "[127.0.0.1]:2222" with salt 0x01..0x14 (computed by OpenSSL:
+        // printf '[127.0.0.1]:2222' | openssl dgst -sha1 -mac HMAC -macopt hexkey:0102…14).
+        let salt: Vec<u8> = (1..=20).collect();
+        let b64 = |k: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, k);
+        let hashed = format!("|1|{}|{} ssh-ed25519 {}\n", b64(&salt), HASH_127_2222, b64(key));
+        assert_eq!(known_host(&hashed, "127.0.0.1", 2222, key), Some(true));
+        assert_eq!(known_host(&hashed, "127.0.0.1", 2223, key), None);
         assert_eq!(ssh_port("ssh://git@127.0.0.1:2222/srv/fleet.git"), 2222);
         assert_eq!(ssh_port("ssh://git@host/srv/fleet.git"), 22);
         assert_eq!(ssh_port("git@host:org/fleet.git"), 22);

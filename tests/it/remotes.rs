@@ -172,7 +172,11 @@ async fn an_ssh_remote_with_a_key_and_known_hosts() {
     let key_file = dir.path().join("client").display().to_string();
 
     let good_log = dir.path().join("good.log");
-    let args = ["--git-ssh-key-file", &key_file, "--git-known-hosts-file", &known(&host_key)];
+    // Hashed, as `HashKnownHosts yes` and `ssh-keyscan -H` write it.
+    let known_good = known(&host_key);
+    run(Command::new("ssh-keygen").args(["-q", "-H", "-f", &known_good]));
+    assert!(std::fs::read_to_string(&known_good).unwrap().starts_with("|1|"), "hashed");
+    let args = ["--git-ssh-key-file", &key_file, "--git-known-hosts-file", &known_good];
     let (_good, good_port) = controller(&url, &args, &[], &good_log);
     wait_for("the ssh remote to apply", Duration::from_secs(60), || async { ready(good_port) }).await;
     let cms: Api<ConfigMap> = Api::namespaced(members().client("member2").await, ns);
