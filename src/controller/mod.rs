@@ -118,7 +118,14 @@ async fn state_overrides(config: &Config) -> anyhow::Result<std::collections::BT
 /// Every sync period, while leading: evaluate the autoscalers of the last rendered
 /// revision and write their decisions; a write wakes the main loop to apply it.
 async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, shared: Arc<Shared>) {
-    let settings = &config.autoscale;
+    let mut effective = config.autoscale.clone();
+    if effective.writeback == crate::autoscaler::Writeback::Git && !git::is_url(&config.repo) {
+        // Committing into a local repository's checked-out branch would leave its work
+        // tree behind; decide and report only.
+        warn!("--repo is a local path: autoscaler decisions are reported, not written (use a remote URL or --writeback=state)");
+        effective.writeback = crate::autoscaler::Writeback::Off;
+    }
+    let settings = &effective;
     let mut state = crate::autoscaler::State::default();
     // After a write, the plan still shows the old counts until the next render: wait for
     // it rather than decide from stale replicas.
