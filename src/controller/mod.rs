@@ -122,7 +122,9 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
     if effective.writeback == crate::autoscaler::Writeback::Git && !git::is_url(&config.repo) {
         // Committing into a local repository's checked-out branch would leave its work
         // tree behind; decide and report only.
-        warn!("--repo is a local path: autoscaler decisions are reported, not written (use a remote URL or --writeback=state)");
+        warn!(
+            "--repo is a local path: autoscaler decisions are reported, not written (use a remote URL or --writeback=state)"
+        );
         effective.writeback = crate::autoscaler::Writeback::Off;
     }
     let settings = &effective;
