@@ -80,36 +80,34 @@ fn changed_within(events: &[Stamped], period: i64, now: i64) -> i64 {
 
 /// `calculateScaleUpLimitWithScalingRules`.
 pub fn scale_up_limit(current: i64, up: &[Stamped], down: &[Stamped], rules: &Rules, now: i64) -> i64 {
-    let (mut result, pick): (i64, fn(i64, i64) -> i64) = match rules.select.as_str() {
-        "Disabled" => return current,
-        "Min" => (i64::from(i32::MAX), i64::min),
-        _ => (i64::from(i32::MIN), i64::max),
-    };
-    for policy in &rules.policies {
-        let period = i64::from(policy.period_seconds);
-        let start = current - changed_within(up, period, now) + changed_within(down, period, now);
-        let proposed = match policy.kind.as_str() {
-            "Pods" => start + i64::from(policy.value),
-            _ => (start as f64 * (1.0 + f64::from(policy.value) / 100.0)).ceil() as i64,
-        };
-        result = pick(result, proposed);
-    }
-    result
+    rate_limit(current, up, down, rules, now, true)
 }
 
 /// `calculateScaleDownLimitWithBehaviors`.
 pub fn scale_down_limit(current: i64, up: &[Stamped], down: &[Stamped], rules: &Rules, now: i64) -> i64 {
-    let (mut result, pick): (i64, fn(i64, i64) -> i64) = match rules.select.as_str() {
-        "Disabled" => return current,
-        "Min" => (i64::from(i32::MIN), i64::max),
-        _ => (i64::from(i32::MAX), i64::min),
+    rate_limit(current, up, down, rules, now, false)
+}
+
+/// The limit the policies allow from the replicas at each period's start: `Max` picks
+/// the most permissive policy (the highest limit up, the lowest down), `Min` the least.
+fn rate_limit(current: i64, up: &[Stamped], down: &[Stamped], rules: &Rules, now: i64, scaling_up: bool) -> i64 {
+    if rules.select == "Disabled" {
+        return current;
+    }
+    let (mut result, pick): (i64, fn(i64, i64) -> i64) = match (rules.select == "Min") != scaling_up {
+        true => (i64::from(i32::MIN), i64::max),
+        false => (i64::from(i32::MAX), i64::min),
     };
     for policy in &rules.policies {
         let period = i64::from(policy.period_seconds);
         let start = current - changed_within(up, period, now) + changed_within(down, period, now);
-        let proposed = match policy.kind.as_str() {
-            "Pods" => start - i64::from(policy.value),
-            _ => (start as f64 * (1.0 - f64::from(policy.value) / 100.0)) as i64,
+        let (value, percent) = (i64::from(policy.value), f64::from(policy.value) / 100.0);
+        let proposed = match (policy.kind.as_str(), scaling_up) {
+            ("Pods", true) => start + value,
+            ("Pods", false) => start - value,
+            // Up rounds up so a small percentage still adds a pod; down truncates.
+            (_, true) => (start as f64 * (1.0 + percent)).ceil() as i64,
+            (_, false) => (start as f64 * (1.0 - percent)) as i64,
         };
         result = pick(result, proposed);
     }
