@@ -56,27 +56,19 @@ struct Groups {
     ready: i64,
     unready: BTreeSet<String>,
     missing: BTreeSet<String>,
-    /// Samples of pods that are neither ignored nor unready (for utilization) or not
-    /// ignored (for raw values), by pod.
+    /// Samples by pod, of every pod that is not ignored (unready ones included).
     metrics: BTreeMap<String, i64>,
 }
 
-/// Kubernetes' `groupPods`: deleted and failed pods are ignored, pending ones unready,
+/// Kubernetes' `groupPods`: deleted and failed pods are ignored (left out of every
+/// group, samples included), pending ones unready,
 /// pods without a sample missing; for CPU, pods still starting up (no Ready condition,
 /// inside the initialization period with a sample older than readiness, or never ready
 /// within the readiness delay) are unready.
-fn group(
-    pods: &[Pod],
-    resource: &str,
-    container: Option<&str>,
-    timing: &Timing,
-    now: i64,
-) -> (Groups, BTreeSet<String>) {
+fn group(pods: &[Pod], resource: &str, container: Option<&str>, timing: &Timing, now: i64) -> Groups {
     let mut g = Groups { ready: 0, unready: BTreeSet::new(), missing: BTreeSet::new(), metrics: BTreeMap::new() };
-    let mut ignored = BTreeSet::new();
     for pod in pods {
         if pod.deleted || pod.phase == PodPhase::Failed {
-            ignored.insert(pod.name.clone());
             continue;
         }
         if pod.phase == PodPhase::Pending {
@@ -111,7 +103,7 @@ fn group(
         g.metrics.insert(pod.name.clone(), value);
         g.ready += 1;
     }
-    (g, ignored)
+    g
 }
 
 /// Requests per pod for the resource (all containers, or one), Kubernetes'
@@ -172,8 +164,8 @@ pub fn resource_utilization(
     measured: &Measured<'_>,
 ) -> Result<Calculated, MetricError> {
     let Measured { pods, calibration, timing, now } = *measured;
-    let (mut g, ignored) = group(pods, resource, container, timing, now);
-    for pod in ignored.iter().chain(&g.unready) {
+    let mut g = group(pods, resource, container, timing, now);
+    for pod in &g.unready {
         g.metrics.remove(pod);
     }
     if g.metrics.is_empty() {
@@ -205,16 +197,14 @@ pub fn resource_utilization(
         }
     }
     let (new_ratio, _, _) = utilization_ratio(&g.metrics, &requests, target)?;
-    settle(current, ratio, new_ratio, g.metrics.len(), calibration, timing).map_or_else(|| done(current), done)
+    settle(current, ratio, new_ratio, g.metrics.len(), calibration, timing.tolerance)
+        .map_or_else(|| done(current), done)
 }
 
 /// The rebalanced ratio's verdict: `None` keeps `current` (within tolerance, or the
 /// direction flipped), otherwise the new count unless it contradicts the direction.
-fn settle(current: i64, ratio: f64, new_ratio: f64, pods: usize, calibration: f64, timing: &Timing) -> Option<i64> {
-    if (1.0 - new_ratio).abs() <= timing.tolerance
-        || (ratio < 1.0 && new_ratio > 1.0)
-        || (ratio > 1.0 && new_ratio < 1.0)
-    {
+fn settle(current: i64, ratio: f64, new_ratio: f64, pods: usize, calibration: f64, tolerance: f64) -> Option<i64> {
+    if (1.0 - new_ratio).abs() <= tolerance || (ratio < 1.0 && new_ratio > 1.0) || (ratio > 1.0 && new_ratio < 1.0) {
         return None;
     }
     let replicas = (new_ratio * pods as f64 / calibration).ceil() as i64;
@@ -225,7 +215,7 @@ fn settle(current: i64, ratio: f64, new_ratio: f64, pods: usize, calibration: f6
 }
 
 /// Replicas for a resource metric with an `AverageValue` target (Kubernetes'
-/// `GetRawResourceReplicas`): ignored pods drop out, everything else goes to
+/// `GetRawResourceReplicas`): the grouped samples, unready ones included, go to
 /// [`plain_metric`].
 pub fn resource_average(
     current: i64,
@@ -235,10 +225,7 @@ pub fn resource_average(
     measured: &Measured<'_>,
 ) -> Result<Calculated, MetricError> {
     let Measured { pods, calibration, timing, now } = *measured;
-    let (mut g, ignored) = group(pods, resource, container, timing, now);
-    for pod in &ignored {
-        g.metrics.remove(pod);
-    }
+    let g = group(pods, resource, container, timing, now);
     if g.metrics.is_empty() {
         return Err(MetricError::NoMetrics);
     }
@@ -287,8 +274,7 @@ pub fn plain_metric(
         }
     }
     let (new_ratio, _) = ratio_of(&metrics);
-    let timing = Timing { tolerance, ..Timing::default() };
-    (settle(current, ratio, new_ratio, metrics.len(), calibration, &timing).unwrap_or(current), usage)
+    (settle(current, ratio, new_ratio, metrics.len(), calibration, tolerance).unwrap_or(current), usage)
 }
 
 /// Kubernetes' `getUsageRatioReplicaCount`, the rule for `Object` metrics with a
