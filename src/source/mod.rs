@@ -7,7 +7,6 @@ mod git;
 
 use std::path::{Path, PathBuf};
 
-use flotilla_core::load::ParseCache;
 use flotilla_core::model::{Limits, RepoFiles};
 
 /// Why a revision could not be read. Paths are repo-relative; no content is quoted.
@@ -70,18 +69,9 @@ pub fn read(repo: &Path, rev: Option<&str>, limits: &Limits) -> Result<RepoFiles
     }
 }
 
-/// Reads revision `rev` of the repository at `repo_dir` (a bare cache or a local
-/// repository), limited to the subdirectory `prefix`.
-/// Files whose documents `cache` holds are listed by blob id and not read.
-pub fn read_git_subtree(
-    repo_dir: &Path,
-    rev: &str,
-    prefix: &str,
-    limits: &Limits,
-    cache: &ParseCache,
-) -> Result<RepoFiles, SourceError> {
-    git::read_subtree(repo_dir, rev, prefix, limits, cache)
-}
+/// Reads revision `rev` of a repository (a bare cache or a local one), limited to a
+/// subdirectory, listing files the parse cache holds by blob id.
+pub use git::read_subtree as read_git_subtree;
 
 /// Accumulates files under the limits.
 struct Collector<'a> {
