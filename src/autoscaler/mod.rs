@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flotilla_core::autoscale::{self, History, Timing, cron::Schedule};
+use flotilla_core::model::autoscale::FederatedHpaSpec;
 use flotilla_core::model::{ObjectKey, Plan};
 use flotilla_core::render::POLICY_ANNOTATION;
 use serde::Serialize;
@@ -97,12 +98,19 @@ fn rfc3339(unix: i64) -> String {
 }
 
 /// A decision to write, with what the commit message says about it.
-struct Change {
+struct Change<'p> {
     edit: Edit,
     line: String,
-    /// The FederatedHPA whose history records the write.
-    history: Option<(String, autoscale::Decision)>,
-    status: String,
+    source: Source<'p>,
+}
+
+/// What decided a change, and so which status and history record it.
+enum Source<'p> {
+    /// A FederatedHPA: its id, spec and decision (the write is a scale event).
+    Hpa { id: String, spec: &'p FederatedHpaSpec, decision: autoscale::Decision },
+    /// A CronFederatedHPA rule run: its autoscaler's id, the rule, and the rule's
+    /// successful and failed history limits.
+    Cron { id: String, rule: String, limits: (usize, usize) },
 }
 
 /// The context one sync needs from the controller.
@@ -131,7 +139,7 @@ fn current_replicas(sync: &Sync<'_>, key: &ObjectKey) -> Option<i64> {
 }
 
 /// Evaluates every autoscaler; returns the edits to write.
-async fn evaluate(sync: &Sync<'_>, state: &mut State) -> Vec<Change> {
+async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
     let mut changes = Vec::new();
     let plan = sync.plan;
     for hpa in &plan.loaded.federated_hpas {
@@ -186,8 +194,7 @@ async fn evaluate(sync: &Sync<'_>, state: &mut State) -> Vec<Change> {
             changes.push(Change {
                 edit: Edit { target: Target::Template(key.clone()), field: "replicas", value: decision.desired },
                 line: format!("{key}: replicas {current} → {} ({id}: {reason})", decision.desired),
-                history: Some((id.clone(), decision)),
-                status: id,
+                source: Source::Hpa { id, spec: &hpa.spec, decision },
             });
         }
     }
@@ -246,6 +253,10 @@ async fn evaluate(sync: &Sync<'_>, state: &mut State) -> Vec<Change> {
                 }
                 edits.push(Edit { target: Target::Template(key), field: "replicas", value: i64::from(replicas) });
             }
+            let limits = (
+                rule.successful_history_limit.unwrap_or(3).max(0) as usize,
+                rule.failed_history_limit.unwrap_or(3).max(0) as usize,
+            );
             for edit in edits {
                 changes.push(Change {
                     line: format!(
@@ -257,8 +268,7 @@ async fn evaluate(sync: &Sync<'_>, state: &mut State) -> Vec<Change> {
                         rfc3339(at)
                     ),
                     edit,
-                    history: None,
-                    status: format!("{id}/{}", rule.name),
+                    source: Source::Cron { id: id.clone(), rule: rule.name.clone(), limits },
                 });
             }
         }
@@ -266,13 +276,10 @@ async fn evaluate(sync: &Sync<'_>, state: &mut State) -> Vec<Change> {
     changes
 }
 
-/// Trims a rule's history to its limits.
-fn trim(status: &mut AutoscalerStatus, limits: &BTreeMap<String, (usize, usize)>) {
-    for (name, rule) in &mut status.rules {
-        let (ok, failed) = limits.get(name).copied().unwrap_or((3, 3));
-        rule.successful.truncate(ok);
-        rule.failed.truncate(failed);
-    }
+/// The fields one cron rule run set, and the rule's history limits.
+struct RuleRun {
+    limits: (usize, usize),
+    sets: Vec<String>,
 }
 
 /// One sync: evaluate, then write what changed. Returns whether anything was written.
@@ -282,14 +289,6 @@ pub async fn sync(
     write: impl AsyncFnOnce(Vec<Edit>, String) -> Result<bool, String>,
 ) -> Result<bool, String> {
     let changes = evaluate(&sync, state).await;
-    let mut limits = BTreeMap::new();
-    for cron in &sync.plan.loaded.cron_federated_hpas {
-        for rule in &cron.spec.rules {
-            let ok = rule.successful_history_limit.unwrap_or(3).max(0) as usize;
-            let failed = rule.failed_history_limit.unwrap_or(3).max(0) as usize;
-            limits.insert(rule.name.clone(), (ok, failed));
-        }
-    }
     if changes.is_empty() || sync.settings.writeback == Writeback::Off {
         return Ok(false);
     }
@@ -304,37 +303,32 @@ pub async fn sync(
     let outcome = write(edits, message).await;
     let now = sync.now;
     // One history entry per cron rule run, however many fields it set.
-    let mut runs: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut runs: BTreeMap<(&str, &str), RuleRun> = BTreeMap::new();
     for change in &changes {
-        let set = format!("{} {} = {}", change_target(&change.edit), change.edit.field, change.edit.value);
-        runs.entry(change.status.as_str()).or_default().push(set);
+        match &change.source {
+            Source::Cron { id, rule, limits } => {
+                let set = format!("{} {} = {}", change_target(&change.edit), change.edit.field, change.edit.value);
+                runs.entry((id, rule)).or_insert_with(|| RuleRun { limits: *limits, sets: Vec::new() }).sets.push(set);
+            }
+            Source::Hpa { id, spec, decision } => {
+                if outcome == Ok(true) {
+                    let history = state.histories.entry(id.clone()).or_default();
+                    autoscale::written(spec, decision, history, &sync.settings.timing, now);
+                    if let Some(status) = state.status.get_mut(id) {
+                        status.last_scale_time = Some(rfc3339(now));
+                    }
+                }
+            }
+        }
     }
-    for (key, sets) in runs {
-        let Some((id, rule)) = key.rsplit_once('/').filter(|(i, _)| i.starts_with("CronFederatedHPA")) else {
-            continue;
-        };
-        let status = state.status.entry(id.to_owned()).or_default();
-        let entry = status.rules.entry(rule.to_owned()).or_default();
+    for ((id, rule), RuleRun { limits: (successful, failed), sets }) in runs {
+        let entry = state.status.entry(id.to_owned()).or_default().rules.entry(rule.to_owned()).or_default();
         match &outcome {
             Ok(_) => entry.successful.insert(0, format!("{}: {}", rfc3339(now), sets.join(", "))),
             Err(e) => entry.failed.insert(0, format!("{}: {e}", rfc3339(now))),
         }
-        trim(status, &limits);
-    }
-    for change in &changes {
-        if let (Ok(true), Some((id, decision))) = (&outcome, &change.history) {
-            let hpa =
-                sync.plan.loaded.federated_hpas.iter().find(|h| {
-                    *id == format!("FederatedHPA {}/{}", h.namespace.as_deref().unwrap_or("default"), h.name)
-                });
-            if let Some(hpa) = hpa {
-                let history = state.histories.entry(id.clone()).or_default();
-                autoscale::written(&hpa.spec, decision, history, &sync.settings.timing, now);
-            }
-            if let Some(status) = state.status.get_mut(id) {
-                status.last_scale_time = Some(rfc3339(now));
-            }
-        }
+        entry.successful.truncate(successful);
+        entry.failed.truncate(failed);
     }
     outcome
 }
