@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use flotilla_core::load::{self, ParseCache};
-use flotilla_core::model::{Limits, Loaded, ObjectKey, Origin, RepoFiles};
+use flotilla_core::model::autoscale::FederatedHpaSpec;
+use flotilla_core::model::{Limits, Loaded, Named, ObjectKey, Origin, RepoFiles, Template};
 use flotilla_core::yaml_edit;
 use serde_json::Value;
 
@@ -115,6 +116,12 @@ pub fn files(
     Ok((!out.is_empty()).then_some(out))
 }
 
+/// The same named objects with the same specs.
+fn same<S: PartialEq>(a: &[Arc<Named<S>>], b: &[Arc<Named<S>>]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| (&x.namespace, &x.name, &x.spec) == (&y.namespace, &y.name, &y.spec))
+}
+
 /// Re-parses the file before and after: the same objects, the edited fields with their
 /// new values, and nothing else different.
 fn verify(file: &str, before: &str, after: &str, edits: &[(&Edit, usize)]) -> Result<(), String> {
@@ -128,31 +135,40 @@ fn verify(file: &str, before: &str, after: &str, edits: &[(&Edit, usize)]) -> Re
             return Err(format!("editing {file} did not set {:?} {} (refusing to commit)", edit.target, edit.field));
         }
     }
-    let strip = |loaded: &Loaded| -> Vec<Value> {
-        let mut objects: Vec<Value> = loaded
-            .templates
-            .iter()
-            .map(|t| {
-                let mut o = Value::clone(&t.object);
-                if edits.iter().any(|(e, _)| e.target == Target::Template(t.key.clone()))
-                    && let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut)
-                {
-                    spec.remove("replicas");
-                }
-                o
-            })
-            .collect();
-        for h in &loaded.federated_hpas {
-            let edited = edits.iter().any(|(e, _)| {
-                e.target
-                    == Target::FederatedHpa { namespace: h.namespace.clone().unwrap_or_default(), name: h.name.clone() }
-            });
-            let (min, max) = if edited { (0, 0) } else { (h.spec.min_replicas.unwrap_or(1), h.spec.max_replicas) };
-            objects.push(serde_json::json!([h.namespace, h.name, min, max, format!("{:?}", h.spec.metrics)]));
-        }
-        objects
+    // Everything else must load the same: templates without the edited `replicas`,
+    // autoscalers without the edited bounds, every other object as it was.
+    let templates = |loaded: &Loaded| -> Vec<Value> {
+        let edited = |t: &Template| edits.iter().any(|(e, _)| e.target == Target::Template(t.key.clone()));
+        let strip = |t: &Arc<Template>| {
+            let mut object = Value::clone(&t.object);
+            if edited(t)
+                && let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut)
+            {
+                spec.remove("replicas");
+            }
+            object
+        };
+        loaded.templates.iter().map(strip).collect()
     };
-    if strip(&old) != strip(&new) || old.propagation_policies.len() != new.propagation_policies.len() {
+    let hpas = |loaded: &Loaded| -> Vec<FederatedHpaSpec> {
+        let strip = |h: &Arc<Named<FederatedHpaSpec>>| {
+            let target =
+                Target::FederatedHpa { namespace: h.namespace.clone().unwrap_or_default(), name: h.name.clone() };
+            let mut spec = h.spec.clone();
+            if edits.iter().any(|(e, _)| e.target == target) {
+                (spec.min_replicas, spec.max_replicas) = (None, 0);
+            }
+            spec
+        };
+        loaded.federated_hpas.iter().map(strip).collect()
+    };
+    let unchanged = templates(&old) == templates(&new)
+        && hpas(&old) == hpas(&new)
+        && same(&old.propagation_policies, &new.propagation_policies)
+        && same(&old.override_policies, &new.override_policies)
+        && same(&old.cron_federated_hpas, &new.cron_federated_hpas)
+        && old.clusters == new.clusters;
+    if !unchanged {
         return Err(format!("editing {file} changed more than the intended fields (refusing to commit)"));
     }
     Ok(())
