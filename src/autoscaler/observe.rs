@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use flotilla_core::autoscale::{Pod, PodPhase, Ready, Usage};
 use flotilla_core::model::ObjectKey;
 use k8s_openapi::api::core::v1::Pod as KubePod;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::config::Kubeconfig;
 use serde_json::Value;
 
@@ -28,13 +28,7 @@ pub struct Members {
 
 /// The metrics API's PodMetrics resource.
 fn pod_metrics() -> ApiResource {
-    ApiResource {
-        group: "metrics.k8s.io".into(),
-        version: "v1beta1".into(),
-        api_version: "metrics.k8s.io/v1beta1".into(),
-        kind: "PodMetrics".into(),
-        plural: "pods".into(),
-    }
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "PodMetrics"), "pods")
 }
 
 /// Reads the target (a Deployment, StatefulSet or ReplicaSet) in `clusters`.
@@ -64,15 +58,8 @@ pub async fn observe(
 
 async fn member(client: kube::Client, cluster: &str, target: &ObjectKey) -> Result<(i64, Vec<Pod>), String> {
     let namespace = target.namespace.as_deref().unwrap_or("default");
-    let (group, version) = target.api_version.rsplit_once('/').unwrap_or(("", &target.api_version));
-    let plural = format!("{}s", target.kind.to_lowercase());
-    let resource = ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: target.api_version.clone(),
-        kind: target.kind.clone(),
-        plural,
-    };
+    let version = target.api_version.rsplit('/').next().unwrap_or_default();
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(target.group(), version, &target.kind));
     let workload: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
     let Some(live) = workload.get_opt(&target.name).await.map_err(|e| format!("reading {target}: {e}"))? else {
         return Ok((0, Vec::new()));

@@ -17,13 +17,8 @@ use crate::members::{Dedicated, Members};
 use crate::support::{root, wait_for};
 
 fn pod_metrics() -> ApiResource {
-    ApiResource {
-        group: "metrics.k8s.io".into(),
-        version: "v1beta1".into(),
-        api_version: "metrics.k8s.io/v1beta1".into(),
-        kind: "PodMetrics".into(),
-        plural: "pods".into(),
-    }
+    let gvk = kube::api::GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "PodMetrics");
+    ApiResource::from_gvk_with_plural(&gvk, "pods")
 }
 
 /// Writes a PodMetrics sample of `milli` CPU for every nginx pod in member1 and
