@@ -142,6 +142,7 @@ fn current_replicas(sync: &Sync<'_>, key: &ObjectKey) -> Option<i64> {
 async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
     let mut changes = Vec::new();
     let plan = sync.plan;
+    let mut clients = observe::Clients::new(sync.kubeconfig, sync.trust, sync.timeout);
     for hpa in &plan.loaded.federated_hpas {
         let namespace = hpa.namespace.clone().unwrap_or_else(|| "default".into());
         let id = format!("FederatedHPA {namespace}/{}", hpa.name);
@@ -160,14 +161,14 @@ async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
             status.conditions.clear();
             continue;
         };
-        let index = plan.loaded.templates.iter().position(|t| t.key == key).expect("found above");
+        let index = plan.loaded.templates.binary_search_by(|t| t.key.cmp(&key)).expect("found above");
         let clusters: Vec<String> = plan
             .clusters
             .iter()
             .filter(|(_, items)| items.iter().any(|r| r.template == index))
             .map(|(c, _)| c.clone())
             .collect();
-        let members = observe::observe(sync.kubeconfig, &clusters, &key, sync.trust, sync.timeout).await;
+        let members = observe::observe(&mut clients, &clusters, &key).await;
         for (cluster, why) in &members.failed {
             warn!(autoscaler = %id, cluster, error = %why, "member not read; left out of this sync");
         }

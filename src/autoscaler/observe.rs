@@ -31,18 +31,39 @@ fn pod_metrics() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "PodMetrics"), "pods")
 }
 
-/// Reads the target (a Deployment, StatefulSet or ReplicaSet) in `clusters`.
-pub async fn observe(
-    kubeconfig: &Kubeconfig,
-    clusters: &[String],
-    target: &ObjectKey,
+/// Member clients for one sync, made on first use and shared by every autoscaler.
+pub struct Clients<'a> {
+    kubeconfig: &'a Kubeconfig,
     trust: clusters::connect::Trust,
     timeout: std::time::Duration,
-) -> Members {
-    let results = clusters::each(kubeconfig, clusters, trust, timeout, |client, cluster| async move {
-        member(client, cluster, target).await
-    })
-    .await;
+    made: BTreeMap<String, Result<kube::Client, String>>,
+}
+
+impl<'a> Clients<'a> {
+    /// No clients yet.
+    pub fn new(kubeconfig: &'a Kubeconfig, trust: clusters::connect::Trust, timeout: std::time::Duration) -> Self {
+        Clients { kubeconfig, trust, timeout, made: BTreeMap::new() }
+    }
+
+    async fn get(&mut self, cluster: &str) -> Result<kube::Client, String> {
+        if !self.made.contains_key(cluster) {
+            let made = clusters::connect::client(self.kubeconfig, cluster, self.trust, self.timeout)
+                .await
+                .map_err(|e| format!("{:#}", anyhow::Error::new(e)));
+            self.made.insert(cluster.to_owned(), made);
+        }
+        self.made[cluster].clone()
+    }
+}
+
+/// Reads the target (a Deployment, StatefulSet or ReplicaSet) in `clusters`.
+pub async fn observe(clients: &mut Clients<'_>, clusters: &[String], target: &ObjectKey) -> Members {
+    let mut work = Vec::new();
+    for cluster in clusters {
+        let client = clients.get(cluster).await;
+        work.push(async move { member(client?, cluster, target).await });
+    }
+    let results = futures::future::join_all(work).await;
     let mut out = Members::default();
     for (cluster, result) in clusters.iter().zip(results) {
         match result {
