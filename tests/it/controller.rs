@@ -252,6 +252,17 @@ async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
     eprintln!("lease takeover after SIGKILL of the leader: {takeover:?}");
 }
 
+/// `flotilla run ARGS` with the members' kubeconfig, quiet, serving on a free port.
+fn run_on_members(args: &[&str]) -> (Running, u16) {
+    let port = free_port();
+    let controller = Command::new(env!("CARGO_BIN_EXE_flotilla"))
+        .arg("run")
+        .args(args)
+        .args(["--kubeconfig", members().kubeconfig().to_str().unwrap(), "--listen", &format!("127.0.0.1:{port}")])
+        .quiet();
+    (Running(controller), port)
+}
+
 /// Commits everything in a local working tree.
 fn commit_local(work: &Path, message: &str) {
     git(work, &["add", "-A"]);
@@ -489,18 +500,8 @@ async fn a_local_repository_is_picked_up_on_commit() {
     git(work.path(), &["init", "-q", "-b", "main"]);
     write(work.path(), "fleet.yaml", fleet(ns, &[("one", &["member1"])]).as_bytes());
     commit_local(work.path(), "one");
-    let http_port = free_port();
-    let _controller = Running(
-        Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args(["run", "--repo", work.path().to_str().unwrap(), "--interval", "60", "--instance", "local"])
-            .args([
-                "--kubeconfig",
-                members.kubeconfig().to_str().unwrap(),
-                "--listen",
-                &format!("127.0.0.1:{http_port}"),
-            ])
-            .quiet(),
-    );
+    let (_controller, http_port) =
+        run_on_members(&["--repo", work.path().to_str().unwrap(), "--interval", "60", "--instance", "local"]);
     wait_for("the first revision", Duration::from_secs(60), || async { ready(http_port) }).await;
     write(work.path(), "fleet.yaml", fleet(ns, &[("one", &["member1"]), ("two", &["member1"])]).as_bytes());
     commit_local(work.path(), "two");
@@ -530,18 +531,8 @@ async fn divided_placements_carry_over_between_revisions() {
     git(work.path(), &["init", "-q", "-b", "main"]);
     write(work.path(), "fleet.yaml", repo("member1, member2").as_bytes());
     commit_local(work.path(), "two clusters");
-    let http_port = free_port();
-    let _controller = Running(
-        Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args(["run", "--repo", work.path().to_str().unwrap(), "--interval", "1", "--instance", "steady"])
-            .args([
-                "--kubeconfig",
-                members.kubeconfig().to_str().unwrap(),
-                "--listen",
-                &format!("127.0.0.1:{http_port}"),
-            ])
-            .quiet(),
-    );
+    let (_controller, http_port) =
+        run_on_members(&["--repo", work.path().to_str().unwrap(), "--interval", "1", "--instance", "steady"]);
     wait_for("the first revision", Duration::from_secs(60), || async { ready(http_port) }).await;
     let replicas = |member: &'static str| async move {
         let api: Api<Deployment> = Api::namespaced(members.client(member).await, ns);
