@@ -90,14 +90,9 @@ pub fn set_int(text: &str, document: usize, path: &[&str], value: i64) -> Result
     Ok(out)
 }
 
-fn byte(span: &Span, text: &str) -> usize {
-    span.start
-        .byte_offset()
-        .unwrap_or_else(|| text.char_indices().nth(span.start.index()).map_or(text.len(), |(b, _)| b))
-}
-
-fn end_byte(span: &Span, text: &str) -> usize {
-    span.end.byte_offset().unwrap_or_else(|| text.char_indices().nth(span.end.index()).map_or(text.len(), |(b, _)| b))
+/// A marker's byte offset in `text`.
+fn offset(marker: &granit_parser::Marker, text: &str) -> usize {
+    marker.byte_offset().unwrap_or_else(|| text.char_indices().nth(marker.index()).map_or(text.len(), |(b, _)| b))
 }
 
 /// Walks the events of one document, following `path` through mappings.
@@ -105,32 +100,26 @@ fn locate(text: &str, document: usize, path: &[&str]) -> Result<Found, EditError
     let mut found = Found::default();
     let parse = |e: granit_parser::ScanError| EditError::Parse { document, message: e.to_string() };
     let events: Vec<(Event<'_>, Span)> = Parser::new_from_str(text).collect::<Result<_, _>>().map_err(parse)?;
-    // Stack of open collections: (is mapping, expecting a key, depth on path matched
-    // so far or None when off the path).
+    // Open collections: whether a mapping expecting a key, and how deep into `path`
+    // it is (None when off the path).
     struct Open {
         mapping: bool,
         key_next: bool,
         on_path: Option<usize>,
-        first_key_seen: bool,
     }
     let mut stack: Vec<Open> = Vec::new();
     // A matched key waiting for its value: the depth it completes.
     let mut pending: Option<usize> = None;
-    let mut root_seen = false;
     for (i, (event, span)) in events.iter().enumerate() {
-        // Whether this node is the value of a matched key (or the root).
-        let value_depth = |stack: &Vec<Open>, pending: Option<usize>| -> Option<usize> {
-            match stack.last() {
-                None => Some(0),
-                Some(top) if top.mapping && !top.key_next => pending,
-                _ => None,
-            }
-        };
         match event {
             Event::MappingStart(style, ..) | Event::SequenceStart(style, ..) => {
                 let is_map = matches!(event, Event::MappingStart(..));
-                let depth = if !root_seen && stack.is_empty() { Some(0) } else { value_depth(&stack, pending) };
-                root_seen = true;
+                // The root is depth 0; a matched key's value completes its depth.
+                let depth = match stack.last() {
+                    None => Some(0),
+                    Some(top) if top.mapping && !top.key_next => pending,
+                    _ => None,
+                };
                 if let Some(top) = stack.last_mut()
                     && top.mapping
                     && !top.key_next
@@ -142,12 +131,12 @@ fn locate(text: &str, document: usize, path: &[&str]) -> Result<Found, EditError
                 if let Some(d) = on_path {
                     let flow = matches!(style, granit_parser::StructureStyle::Flow);
                     if flow {
-                        found.mappings.push((d, true, byte(span, text), 0));
+                        found.mappings.push((d, true, offset(&span.start, text), 0));
                     } else if let Some((Event::Scalar(..), key_span)) = events.get(i + 1) {
-                        found.mappings.push((d, false, byte(key_span, text), key_span.start.col()));
+                        found.mappings.push((d, false, offset(&key_span.start, text), key_span.start.col()));
                     }
                 }
-                stack.push(Open { mapping: is_map, key_next: true, on_path, first_key_seen: false });
+                stack.push(Open { mapping: is_map, key_next: true, on_path });
             }
             Event::MappingEnd | Event::SequenceEnd => {
                 stack.pop();
@@ -156,13 +145,12 @@ fn locate(text: &str, document: usize, path: &[&str]) -> Result<Found, EditError
                 let Some(top) = stack.last_mut() else { continue };
                 if top.mapping && top.key_next {
                     top.key_next = false;
-                    top.first_key_seen = true;
                     pending = top.on_path.filter(|d| *d < path.len() && value == path[*d]).map(|d| d + 1);
                 } else {
                     if top.mapping {
                         top.key_next = true;
                         if pending == Some(path.len()) {
-                            found.scalar = Some((byte(span, text), end_byte(span, text), *style));
+                            found.scalar = Some((offset(&span.start, text), offset(&span.end, text), *style));
                         } else if pending.is_some() {
                             // A scalar where the path needs a mapping (`spec: null`).
                             return Err(EditError::Shape { path: path.join(".") });
