@@ -10,6 +10,8 @@ can explain a fast apply), once by polling every second. Prints p50/p99/max per 
 Usage: hack/bench-controller.py [N]
        hack/bench-controller.py --soak SECONDS   (memory soak: a commit every 3 s)
        FLOTILLA_WRAPPER="heaptrack -o FILE" hack/bench-controller.py --soak SECONDS
+       FLOTILLA_BIN=/path/to/flotilla hack/bench-controller.py ...   (that binary, no build;
+           lets a long soak run while the target directory is rebuilt)
 """
 import hashlib
 import hmac
@@ -72,7 +74,7 @@ def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
     tmp = pathlib.Path(tempfile.mkdtemp())
     (tmp / "secret").write_bytes(secret)
     port = free_port()
-    binary = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "flotilla"
+    binary = controller_binary()
     args = [str(binary), "run", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
             "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "cache"), "--instance", f"bench-{name}",
             "--interval", "60" if webhook else "1", "--webhook-secret-file", str(tmp / "secret")]
@@ -113,6 +115,10 @@ def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
         controller.wait()
 
 
+def controller_binary():
+    return os.environ.get("FLOTILLA_BIN") or ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "flotilla"
+
+
 def memory(pid):
     """RSS, its anonymous part (heap and stacks; the rest is the binary's own pages) in
     MiB, and open file descriptors."""
@@ -131,7 +137,7 @@ def soak(state, kubeconfig, work, git_port, seconds):
     tmp = pathlib.Path(tempfile.mkdtemp())
     (tmp / "secret").write_bytes(secret)
     port = free_port()
-    binary = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "flotilla"
+    binary = controller_binary()
     # FLOTILLA_WRAPPER: a command to run the controller under ("heaptrack -o FILE",
     # "env MALLOC_ARENA_MAX=2").
     wrapper = os.environ.get("FLOTILLA_WRAPPER", "").split()
@@ -171,7 +177,8 @@ def soak(state, kubeconfig, work, git_port, seconds):
 
 
 def main():
-    subprocess.run(["cargo", "build", "--release", "-q", "--bin", "flotilla"], cwd=ROOT, check=True)
+    if not os.environ.get("FLOTILLA_BIN"):
+        subprocess.run(["cargo", "build", "--release", "-q", "--bin", "flotilla"], cwd=ROOT, check=True)
     work_root = pathlib.Path(tempfile.mkdtemp())
     state, kubeconfig = work_root / "clusters", work_root / "members.config"
     env = {**os.environ, "FLOTILLA_CLUSTERS_DIR": str(state), "KUBECONFIG_OUT": str(kubeconfig)}

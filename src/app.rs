@@ -122,8 +122,10 @@ fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         }
         args.clusters.clone()
     };
+    let pool = clusters::connect::Pool::default();
     let options = clusters::Options {
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        pool: &pool,
         instance: &args.reconcile.instance,
         trust: clusters::connect::Trust {
             exec_plugins: args.reconcile.allow_exec_plugins,
@@ -174,9 +176,14 @@ fn get(args: GetArgs) -> anyhow::Result<Outcome> {
         if args.all_namespaces { None } else { Some(args.namespace.clone().unwrap_or_else(|| "default".into())) };
     let query = clusters::get::Query { kind: args.kind.clone(), namespace, selector: args.selector.clone() };
     let query = &query;
-    let results = runtime()?.block_on(clusters::each(&kubeconfig, &names, trust, timeout, |client, _| async move {
-        clusters::get::list(&client, query).await
-    }));
+    let results = runtime()?.block_on(clusters::each(
+        &Default::default(),
+        &kubeconfig,
+        &names,
+        trust,
+        timeout,
+        |client, _| async move { clusters::get::list(&client, query).await },
+    ));
     let mut outcome = Outcome::Clean;
     let mut listings = Vec::new();
     for (name, result) in names.into_iter().zip(results) {
@@ -210,9 +217,14 @@ fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
     let names: Vec<String> = plan.loaded.clusters.iter().map(|c| c.name.clone()).collect();
     let trust = clusters::connect::Trust::default();
     let plan_ref = &plan;
-    let results = runtime()?.block_on(clusters::each(&kubeconfig, &names, trust, timeout, |client, name| async move {
-        clusters::status::observe_cluster(&client, plan_ref, name).await
-    }));
+    let results = runtime()?.block_on(clusters::each(
+        &Default::default(),
+        &kubeconfig,
+        &names,
+        trust,
+        timeout,
+        |client, name| async move { clusters::status::observe_cluster(&client, plan_ref, name).await },
+    ));
     let mut outcome = report(&plan);
     let mut observed = Vec::new();
     for (name, result) in names.into_iter().zip(results) {

@@ -119,12 +119,8 @@ pub struct Sync<'a> {
     pub settings: &'a Settings,
     /// The last rendered revision.
     pub plan: &'a Plan,
-    /// Member credentials.
-    pub kubeconfig: &'a kube::config::Kubeconfig,
-    /// Trust and timeouts for member clients.
-    pub trust: crate::clusters::connect::Trust,
-    /// Per-request timeout.
-    pub timeout: Duration,
+    /// How to reach the members.
+    pub members: observe::Clients<'a>,
     /// Replicas from the state ConfigMap (`--writeback=state`), by state key.
     pub overrides: &'a BTreeMap<String, i64>,
     /// Now (unix seconds).
@@ -142,7 +138,6 @@ fn current_replicas(sync: &Sync<'_>, key: &ObjectKey) -> Option<i64> {
 async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
     let mut changes = Vec::new();
     let plan = sync.plan;
-    let mut clients = observe::Clients::new(sync.kubeconfig, sync.trust, sync.timeout);
     for hpa in &plan.loaded.federated_hpas {
         let namespace = hpa.namespace.clone().unwrap_or_else(|| "default".into());
         let id = format!("FederatedHPA {namespace}/{}", hpa.name);
@@ -168,7 +163,7 @@ async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
             .filter(|(_, items)| items.iter().any(|r| r.template == index))
             .map(|(c, _)| c.clone())
             .collect();
-        let members = observe::observe(&mut clients, &clusters, &key).await;
+        let members = observe::observe(sync.members, &clusters, &key).await;
         for (cluster, why) in &members.failed {
             warn!(autoscaler = %id, cluster, error = %why, "member not read; left out of this sync");
         }
@@ -466,9 +461,12 @@ spec:
             let sync = Sync {
                 settings: &settings,
                 plan: &plan,
-                kubeconfig: &kubeconfig,
-                trust: Default::default(),
-                timeout: Duration::from_secs(1),
+                members: observe::Clients {
+                    pool: &Default::default(),
+                    kubeconfig: &kubeconfig,
+                    trust: Default::default(),
+                    timeout: Duration::from_secs(1),
+                },
                 overrides: &BTreeMap::new(),
                 now: unix(now),
             };

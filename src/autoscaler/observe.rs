@@ -31,33 +31,31 @@ fn pod_metrics() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "PodMetrics"), "pods")
 }
 
-/// Member clients for one sync, made on first use and shared by every autoscaler.
+/// How a sync reaches the members: clients from the controller's pool, shared with
+/// its reconciles.
+#[derive(Clone, Copy)]
 pub struct Clients<'a> {
-    kubeconfig: &'a Kubeconfig,
-    trust: clusters::connect::Trust,
-    timeout: std::time::Duration,
-    made: BTreeMap<String, Result<kube::Client, String>>,
+    /// The controller's member clients.
+    pub pool: &'a clusters::connect::Pool,
+    /// Member credentials.
+    pub kubeconfig: &'a Kubeconfig,
+    /// Which credentials to trust.
+    pub trust: clusters::connect::Trust,
+    /// Per-request timeout.
+    pub timeout: std::time::Duration,
 }
 
-impl<'a> Clients<'a> {
-    /// No clients yet.
-    pub fn new(kubeconfig: &'a Kubeconfig, trust: clusters::connect::Trust, timeout: std::time::Duration) -> Self {
-        Clients { kubeconfig, trust, timeout, made: BTreeMap::new() }
-    }
-
-    async fn get(&mut self, cluster: &str) -> Result<kube::Client, String> {
-        if !self.made.contains_key(cluster) {
-            let made = clusters::connect::client(self.kubeconfig, cluster, self.trust, self.timeout)
-                .await
-                .map_err(|e| format!("{:#}", anyhow::Error::new(e)));
-            self.made.insert(cluster.to_owned(), made);
-        }
-        self.made[cluster].clone()
+impl Clients<'_> {
+    async fn get(&self, cluster: &str) -> Result<kube::Client, String> {
+        self.pool
+            .client(self.kubeconfig, cluster, self.trust, self.timeout)
+            .await
+            .map_err(|e| format!("{:#}", anyhow::Error::new(e)))
     }
 }
 
 /// Reads the target (a Deployment, StatefulSet or ReplicaSet) in `clusters`.
-pub async fn observe(clients: &mut Clients<'_>, clusters: &[String], target: &ObjectKey) -> Members {
+pub async fn observe(clients: Clients<'_>, clusters: &[String], target: &ObjectKey) -> Members {
     let mut work = Vec::new();
     for cluster in clusters {
         let client = clients.get(cluster).await;

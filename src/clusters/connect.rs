@@ -2,7 +2,9 @@
 //! Credentials are crown jewels: exec and auth-provider plugins (which run programs) and
 //! skipped TLS verification are refused unless explicitly allowed.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -43,6 +45,81 @@ pub enum ConnectError {
 /// Reads a kubeconfig file.
 pub fn read(path: &Path) -> Result<Kubeconfig, ConnectError> {
     Kubeconfig::read_from(path).map_err(|e| ConnectError::Read(path.display().to_string(), e))
+}
+
+/// Member clients kept from one use to the next: one per cluster, rebuilt only when
+/// that cluster's kubeconfig entry (its context, server and user) or the trust and
+/// timeouts change. Reusing a client reuses its connections and TLS sessions; a
+/// long-running controller that built fresh clients every cycle left the old clients'
+/// connection tasks and buffers behind, and its memory crept up.
+#[derive(Default)]
+pub struct Pool {
+    made: Mutex<HashMap<String, ([u8; 32], Client)>>,
+    built: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("clients", &self.len()).finish()
+    }
+}
+
+impl Pool {
+    /// A client for `cluster`: the kept one when its entry is unchanged, else a new one
+    /// (kept in its place). Failures are not kept: the next call tries again.
+    pub async fn client(
+        &self,
+        kubeconfig: &Kubeconfig,
+        cluster: &str,
+        trust: Trust,
+        timeout: Duration,
+    ) -> Result<Client, ConnectError> {
+        let entry = entry(kubeconfig, cluster, trust, timeout);
+        if let Some((seen, client)) = self.made.lock().expect("client pool lock").get(cluster)
+            && *seen == entry
+        {
+            return Ok(client.clone());
+        }
+        let made = client(kubeconfig, cluster, trust, timeout).await?;
+        self.built.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.made.lock().expect("client pool lock").insert(cluster.to_owned(), (entry, made.clone()));
+        Ok(made)
+    }
+
+    /// Drops the clients of clusters the kubeconfig no longer names.
+    pub fn retain(&self, kubeconfig: &Kubeconfig) {
+        self.made
+            .lock()
+            .expect("client pool lock")
+            .retain(|name, _| kubeconfig.contexts.iter().any(|c| &c.name == name));
+    }
+
+    fn len(&self) -> usize {
+        self.made.lock().expect("client pool lock").len()
+    }
+
+    /// Clients built so far.
+    pub fn built(&self) -> u64 {
+        self.built.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A digest of everything a client for `cluster` is built from: its context, the
+/// cluster and user that context names, the trust and the timeout. A digest, so the
+/// pool keeps no second copy of the credentials.
+fn entry(kubeconfig: &Kubeconfig, cluster: &str, trust: Trust, timeout: Duration) -> [u8; 32] {
+    use sha2::Digest;
+    let context = kubeconfig.contexts.iter().find(|c| c.name == cluster).and_then(|c| c.context.as_ref());
+    let server = context.and_then(|x| kubeconfig.clusters.iter().find(|c| c.name == x.cluster));
+    let user = context.and_then(|x| x.user.as_deref()).and_then(|u| kubeconfig.auth_infos.iter().find(|a| a.name == u));
+    let described = serde_json::json!({
+        "context": context,
+        "cluster": server,
+        "user": user,
+        "trust": [trust.exec_plugins, trust.insecure_tls],
+        "timeout": timeout.as_millis() as u64,
+    });
+    sha2::Sha256::digest(described.to_string().as_bytes()).into()
 }
 
 /// A client for `cluster` through the context of the same name, after the trust checks.
@@ -134,4 +211,57 @@ pub async fn from_secrets(host: &kube::Client, namespace: &str) -> Result<Kubeco
         });
     }
     Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubeconfig(server: &str, token: &str) -> Kubeconfig {
+        Kubeconfig::from_yaml(&format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters:\n- {{name: a, cluster: {{server: '{server}'}}}}\n- {{name: b, cluster: {{server: 'https://127.0.0.1:2'}}}}\n\
+             users:\n- {{name: a, user: {{token: {token}}}}}\n- {{name: b, user: {{token: other}}}}\n\
+             contexts:\n- {{name: a, context: {{cluster: a, user: a}}}}\n- {{name: b, context: {{cluster: b, user: b}}}}\n"
+        ))
+        .expect("a valid kubeconfig")
+    }
+
+    #[tokio::test]
+    async fn a_client_is_rebuilt_only_when_its_own_entry_changes() {
+        let pool = Pool::default();
+        let (trust, timeout) = (Trust::default(), Duration::from_secs(5));
+        let first = kubeconfig("https://127.0.0.1:1", "one");
+        for _ in 0..3 {
+            pool.client(&first, "a", trust, timeout).await.expect("a client");
+            pool.client(&first, "b", trust, timeout).await.expect("a client");
+        }
+        assert_eq!(pool.built(), 2, "one client per cluster, reused");
+
+        // A re-read with the same content (a new Kubeconfig value) reuses them.
+        pool.client(&kubeconfig("https://127.0.0.1:1", "one"), "a", trust, timeout).await.expect("a client");
+        assert_eq!(pool.built(), 2);
+
+        // A rotated token or a moved server rebuilds that cluster's client only.
+        let rotated = kubeconfig("https://127.0.0.1:1", "two");
+        pool.client(&rotated, "a", trust, timeout).await.expect("a client");
+        pool.client(&rotated, "b", trust, timeout).await.expect("a client");
+        assert_eq!(pool.built(), 3);
+        let moved = kubeconfig("https://127.0.0.1:3", "two");
+        pool.client(&moved, "a", trust, timeout).await.expect("a client");
+        assert_eq!(pool.built(), 4);
+
+        // Other trust or timeouts make another client.
+        pool.client(&moved, "a", trust, Duration::from_secs(6)).await.expect("a client");
+        assert_eq!(pool.built(), 5);
+
+        // A failure is not kept, and a cluster gone from the kubeconfig is dropped.
+        assert!(matches!(pool.client(&moved, "c", trust, timeout).await, Err(ConnectError::NoContext(_))));
+        let mut only_a = moved.clone();
+        only_a.contexts.retain(|c| c.name == "a");
+        pool.retain(&only_a);
+        assert_eq!(pool.len(), 1);
+        pool.client(&moved, "b", trust, timeout).await.expect("a client");
+        assert_eq!(pool.built(), 6);
+    }
 }

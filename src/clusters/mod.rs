@@ -35,6 +35,8 @@ pub struct Options<'a> {
     pub instance: &'a str,
     /// Which kubeconfig credentials to trust.
     pub trust: connect::Trust,
+    /// Member clients, kept between runs by a long-running caller.
+    pub pool: &'a connect::Pool,
     /// Deletion safety.
     pub budget: PruneBudget,
     /// Requests in flight per cluster.
@@ -131,7 +133,9 @@ async fn attempt(
 ) -> Result<Report, Failure> {
     let (desired, protected) =
         desired(plan, cluster, options.instance).map_err(|message| Failure { message, retry: false })?;
-    let client = connect::client(kubeconfig, cluster, options.trust, options.request_timeout)
+    let client = options
+        .pool
+        .client(kubeconfig, cluster, options.trust, options.request_timeout)
         .await
         .map_err(|e| Failure::of(e, false))?;
     if let Some(bar) = &progress {
@@ -167,9 +171,11 @@ where
     }
 }
 
-/// Runs `work` against every named cluster concurrently, each with its own client; one
-/// result per cluster, in order. Connection failures are that cluster's result.
+/// Runs `work` against every named cluster concurrently, each with its own client from
+/// `pool`; one result per cluster, in order. Connection failures are that cluster's
+/// result.
 pub async fn each<'a, T, F, Fut>(
+    pool: &'a connect::Pool,
     kubeconfig: &'a Kubeconfig,
     names: &'a [String],
     trust: connect::Trust,
@@ -182,9 +188,8 @@ where
 {
     let work = &work;
     futures::future::join_all(names.iter().map(|name| async move {
-        let client = connect::client(kubeconfig, name, trust, timeout)
-            .await
-            .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+        let client =
+            pool.client(kubeconfig, name, trust, timeout).await.map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
         work(client, name).await
     }))
     .await

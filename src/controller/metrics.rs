@@ -81,6 +81,8 @@ pub struct Metrics {
     pub autoscaler_replicas: Family<AutoscalerLabels, Gauge>,
     /// Autoscaler syncs by outcome.
     pub autoscaler_syncs: Family<OutcomeLabel, Counter>,
+    /// Member clients built: one per member, plus one whenever its credentials change.
+    pub member_clients: Counter,
 }
 
 impl Metrics {
@@ -99,6 +101,7 @@ impl Metrics {
             webhooks: Family::default(),
             autoscaler_replicas: Family::default(),
             autoscaler_syncs: Family::default(),
+            member_clients: Counter::default(),
         };
         registry.register("flotilla_fetch_seconds", "Git fetch duration", metrics.fetch_seconds.clone());
         registry.register(
@@ -131,7 +134,17 @@ impl Metrics {
             metrics.autoscaler_replicas.clone(),
         );
         registry.register("flotilla_autoscaler_syncs", "Autoscaler syncs by outcome", metrics.autoscaler_syncs.clone());
+        registry.register(
+            "flotilla_member_clients_built",
+            "Member cluster clients built (kept across cycles; rebuilt when credentials change)",
+            metrics.member_clients.clone(),
+        );
         metrics
+    }
+
+    /// Brings the member-client counter up to the pool's count.
+    pub fn clients_built(&self, built: u64) {
+        self.member_clients.inc_by(built.saturating_sub(self.member_clients.get()));
     }
 
     /// Counts an error.

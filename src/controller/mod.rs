@@ -110,8 +110,8 @@ fn watch_local(
 }
 
 /// `--writeback=state` decisions from the host cluster.
-async fn state_overrides(config: &Config) -> anyhow::Result<std::collections::BTreeMap<String, i64>> {
-    let host = host_client(config).await?;
+async fn state_overrides(config: &Config, shared: &Shared) -> anyhow::Result<std::collections::BTreeMap<String, i64>> {
+    let host = host_client(config, shared).await?;
     crate::autoscaler::read_state(&host, &config.namespace, &config.instance).await.map_err(anyhow::Error::msg)
 }
 
@@ -144,7 +144,7 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
         if plan.loaded.federated_hpas.is_empty() && plan.loaded.cron_federated_hpas.is_empty() {
             continue;
         }
-        let kubeconfig = match member_kubeconfig(&config).await {
+        let kubeconfig = match member_kubeconfig(&config, &shared).await {
             Ok(k) => k,
             Err(e) => {
                 error!(error = format!("{e:#}"), "autoscaler: cannot read the member credentials");
@@ -152,7 +152,7 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
             }
         };
         let overrides = match settings.writeback {
-            crate::autoscaler::Writeback::State => match state_overrides(&config).await {
+            crate::autoscaler::Writeback::State => match state_overrides(&config, &shared).await {
                 Ok(o) => o,
                 Err(e) => {
                     error!(error = format!("{e:#}"), "autoscaler: cannot read its state ConfigMap");
@@ -165,9 +165,12 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
         let sync = crate::autoscaler::Sync {
             settings,
             plan: &plan,
-            kubeconfig: &kubeconfig,
-            trust: config.trust,
-            timeout: config.request_timeout,
+            members: crate::autoscaler::observe::Clients {
+                pool: &shared.members,
+                kubeconfig: &kubeconfig,
+                trust: config.trust,
+                timeout: config.request_timeout,
+            },
             overrides: &overrides,
             now,
         };
@@ -175,7 +178,7 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
         let write = async |edits: Vec<crate::autoscaler::writeback::Edit>, message: String| -> Result<bool, String> {
             match config.autoscale.writeback {
                 crate::autoscaler::Writeback::State => {
-                    let host = host_client(config).await.map_err(|e| format!("{e:#}"))?;
+                    let host = host_client(config, shared_ref).await.map_err(|e| format!("{e:#}"))?;
                     crate::autoscaler::write_state(&host, &config.namespace, &config.instance, &edits).await
                 }
                 _ => {
@@ -209,6 +212,7 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
             Err(_) => "failed",
         };
         shared.metrics.autoscaler_syncs.get_or_create(&metrics::OutcomeLabel { outcome: label.into() }).inc();
+        shared.metrics.clients_built(shared.members.built());
         for (id, status) in &state.status {
             for (kind, value) in [("current", status.current_replicas), ("desired", status.desired_replicas)] {
                 if let Some(value) = value {
@@ -229,8 +233,13 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
     }
 }
 
-/// A client for the host cluster: `--host-kubeconfig`, or in-cluster configuration.
-async fn host_client(config: &Config) -> anyhow::Result<kube::Client> {
+/// The client for the host cluster: `--host-kubeconfig`, or in-cluster configuration;
+/// made on first use and kept (in-cluster, kube re-reads the rotated token itself).
+async fn host_client(config: &Config, shared: &Shared) -> anyhow::Result<kube::Client> {
+    shared.host.get_or_try_init(|| make_host_client(config)).await.cloned()
+}
+
+async fn make_host_client(config: &Config) -> anyhow::Result<kube::Client> {
     let kube_config = match &config.host {
         Some((path, context)) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path).context("reading the host kubeconfig")?;
@@ -243,11 +252,11 @@ async fn host_client(config: &Config) -> anyhow::Result<kube::Client> {
 }
 
 /// Member credentials for this cycle.
-async fn member_kubeconfig(config: &Config) -> anyhow::Result<kube::config::Kubeconfig> {
+async fn member_kubeconfig(config: &Config, shared: &Shared) -> anyhow::Result<kube::config::Kubeconfig> {
     match &config.members {
         Members::File(path) => Ok(clusters::connect::read(path)?),
         Members::Secrets => {
-            let client = host_client(config).await?;
+            let client = host_client(config, shared).await?;
             Ok(clusters::connect::from_secrets(&client, &config.namespace).await?)
         }
     }
@@ -262,9 +271,9 @@ struct Leadership {
 }
 
 impl Leadership {
-    async fn start(election: Option<&Election>, config: &Config) -> anyhow::Result<Self> {
+    async fn start(election: Option<&Election>, config: &Config, shared: &Shared) -> anyhow::Result<Self> {
         let Some(election) = election else { return Ok(Self { watch: None, _task: None }) };
-        let client = host_client(config).await?;
+        let client = host_client(config, shared).await?;
         let identity =
             format!("{}-{}", std::env::var("HOSTNAME").unwrap_or_else(|_| "flotilla".into()), std::process::id());
         let grace = (election.duration / 3).max(1);
@@ -347,6 +356,10 @@ pub struct Shared {
     pub force_cycle: AtomicBool,
     /// Successful renders so far (the autoscaler waits for one after each write).
     pub renders: std::sync::atomic::AtomicU64,
+    /// Member clients, kept across cycles and shared with the autoscaler.
+    pub members: clusters::connect::Pool,
+    /// The host cluster's client, once made.
+    pub host: tokio::sync::OnceCell<kube::Client>,
 }
 
 /// Runs until interrupted (Ctrl-C / SIGINT).
@@ -368,6 +381,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         autoscaler: Arc::default(),
         force_cycle: AtomicBool::new(false),
         renders: Default::default(),
+        members: Default::default(),
+        host: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -382,7 +397,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let _watcher = watch_local(&config.repo, shared.clone())?;
     // libgit2 repositories may move between threads but not be shared: one at a time.
     let watched = Arc::new(Mutex::new(opened.context("opening the repository")?));
-    let mut leadership = Leadership::start(config.election.as_ref(), &config).await?;
+    let mut leadership = Leadership::start(config.election.as_ref(), &config, &shared).await?;
     let config = Arc::new(config);
     tokio::spawn(autoscale_loop(config.clone(), watched.clone(), shared.clone()));
     let mut applied: Option<git2::Oid> = None;
@@ -462,7 +477,7 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
     let Some(plan) = render(config, watched, head, shared).await else { return false };
     let plan = Arc::new(plan);
     *shared.plan.lock().expect("plan lock") = Some(plan.clone());
-    let kubeconfig = match member_kubeconfig(config).await {
+    let kubeconfig = match member_kubeconfig(config, shared).await {
         Ok(k) => k,
         Err(e) => {
             shared.metrics.error("-", "credentials");
@@ -470,11 +485,13 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
             return false;
         }
     };
+    shared.members.retain(&kubeconfig);
     let names: Vec<String> = plan.loaded.clusters.iter().map(|c| c.name.clone()).collect();
     let options = clusters::Options {
         progress: false,
         instance: &config.instance,
         trust: config.trust,
+        pool: &shared.members,
         budget: Default::default(),
         concurrency: config.concurrency,
         request_timeout: config.request_timeout,
@@ -491,7 +508,7 @@ async fn render(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid,
     let (rev, subdir) = (head.to_string(), config.path.clone());
     let mut state = shared.placements.lock().expect("placements lock").clone();
     if config.autoscale.writeback == crate::autoscaler::Writeback::State {
-        match state_overrides(config).await {
+        match state_overrides(config, shared).await {
             Ok(replicas) => state.replicas = replicas,
             Err(e) => {
                 // Rendering without them would undo the autoscaler's decisions.
@@ -536,6 +553,7 @@ async fn render(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid,
 
 /// Records each cluster's outcome in metrics and `/status`; true when all succeeded.
 fn record(shared: &Shared, head: git2::Oid, outcomes: Vec<(String, clusters::Outcome)>, took: Duration) -> bool {
+    shared.metrics.clients_built(shared.members.built());
     let mut all_ok = true;
     let mut status = shared.status.lock().expect("status lock");
     for (cluster, outcome) in outcomes {

@@ -140,7 +140,17 @@ async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_take
     })
     .await;
     let latency = pushed.elapsed();
-    assert!(http(http_port, "GET", "/metrics", &[], b"").1.lines().any(|l| l == "flotilla_render_failing 0"));
+    // Two revisions applied in three members through the same three clients.
+    let head = Command::new("git").args(["rev-parse", "HEAD"]).current_dir(work.path()).output().unwrap();
+    let head = String::from_utf8(head.stdout).unwrap();
+    let recorded = format!("revision=\"{}\"}} 1", head.trim());
+    wait_for("the second revision recorded in every member", Duration::from_secs(20), || async {
+        http(http_port, "GET", "/metrics", &[], b"").1.lines().filter(|l| l.ends_with(&recorded)).count() == 3
+    })
+    .await;
+    let metrics = http(http_port, "GET", "/metrics", &[], b"").1;
+    assert!(metrics.lines().any(|l| l == "flotilla_render_failing 0"));
+    assert!(metrics.lines().any(|l| l == "flotilla_member_clients_built_total 3"), "{metrics}");
     let (code, out, _) = crate::support::run(&["status", "--controller", &controller]);
     assert_eq!(code, 0, "{out}");
     assert!(out.lines().any(|l| l.starts_with("member1") && l.contains("applied")), "{out}");
