@@ -12,5 +12,8 @@ FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates libssl3 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/target/release/flotilla /usr/local/bin/flotilla
+# Two malloc arenas: the controller is mostly idle, and more arenas only keep more
+# freed memory (docs/performance.md, "memory soak").
+ENV MALLOC_ARENA_MAX=2
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/flotilla"]

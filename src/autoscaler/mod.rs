@@ -7,13 +7,13 @@
 pub mod observe;
 pub mod writeback;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flotilla_core::autoscale::{self, History, Timing, cron::Schedule};
 use flotilla_core::model::autoscale::FederatedHpaSpec;
-use flotilla_core::model::{ObjectKey, Plan};
+use flotilla_core::model::{Named, ObjectKey, Plan};
 use flotilla_core::render::POLICY_ANNOTATION;
 use serde::Serialize;
 use tracing::{error, info, warn};
@@ -93,6 +93,33 @@ pub struct State {
     pub status: BTreeMap<String, AutoscalerStatus>,
 }
 
+impl State {
+    /// Drops what is kept for autoscalers and cron rules the revision no longer
+    /// declares, so status and memory follow the repository.
+    fn forget_removed(&mut self, plan: &Plan) {
+        let hpas = plan.loaded.federated_hpas.iter().map(|h| autoscaler_id("FederatedHPA", h));
+        let crons = &plan.loaded.cron_federated_hpas;
+        let ids: BTreeSet<String> = hpas.chain(crons.iter().map(|c| autoscaler_id("CronFederatedHPA", c))).collect();
+        let rules: BTreeSet<String> = crons
+            .iter()
+            .flat_map(|c| {
+                c.spec.rules.iter().map(move |r| format!("{}/{}", autoscaler_id("CronFederatedHPA", c), r.name))
+            })
+            .collect();
+        self.status.retain(|id, _| ids.contains(id));
+        self.histories.retain(|id, _| ids.contains(id));
+        self.cron_checked.retain(|rule, _| rules.contains(rule));
+        for (id, status) in &mut self.status {
+            status.rules.retain(|name, _| rules.contains(&format!("{id}/{name}")));
+        }
+    }
+}
+
+/// How status, metrics and history name an autoscaler: `<kind> <namespace>/<name>`.
+fn autoscaler_id<S>(kind: &str, named: &Named<S>) -> String {
+    format!("{kind} {}/{}", named.namespace.as_deref().unwrap_or("default"), named.name)
+}
+
 fn rfc3339(unix: i64) -> String {
     k8s_openapi::jiff::Timestamp::from_second(unix).map(|t| t.to_string()).unwrap_or_default()
 }
@@ -138,9 +165,10 @@ fn current_replicas(sync: &Sync<'_>, key: &ObjectKey) -> Option<i64> {
 async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
     let mut changes = Vec::new();
     let plan = sync.plan;
+    state.forget_removed(plan);
     for hpa in &plan.loaded.federated_hpas {
         let namespace = hpa.namespace.clone().unwrap_or_else(|| "default".into());
-        let id = format!("FederatedHPA {namespace}/{}", hpa.name);
+        let id = autoscaler_id("FederatedHPA", hpa);
         let r = &hpa.spec.scale_target_ref;
         let key = ObjectKey {
             api_version: r.api_version.clone(),
@@ -196,7 +224,7 @@ async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
     }
     for cron in &plan.loaded.cron_federated_hpas {
         let namespace = cron.namespace.clone().unwrap_or_else(|| "default".into());
-        let id = format!("CronFederatedHPA {namespace}/{}", cron.name);
+        let id = autoscaler_id("CronFederatedHPA", cron);
         let r = &cron.spec.scale_target_ref;
         let status = state.status.entry(id.clone()).or_default();
         status.kind = "CronFederatedHPA".into();
@@ -207,10 +235,15 @@ async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
             state.cron_checked.insert(rule_id, sync.now);
             let entry = status.rules.entry(rule.name.clone()).or_default();
             let suspended = rule.suspend.unwrap_or(false);
+            let limits = (
+                rule.successful_history_limit.unwrap_or(3).max(0) as usize,
+                rule.failed_history_limit.unwrap_or(3).max(0) as usize,
+            );
             let schedule = match Schedule::parse(&rule.schedule, rule.time_zone.as_deref()) {
                 Ok(s) => s,
                 Err(e) => {
-                    entry.failed.insert(0, format!("{}: {e}", rfc3339(sync.now)));
+                    // Loading validates schedules; kept bounded should one slip through.
+                    remember(&mut entry.failed, format!("{}: {e}", rfc3339(sync.now)), limits.1);
                     continue;
                 }
             };
@@ -231,9 +264,8 @@ async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
                     .iter()
                     .any(|h| h.namespace.as_deref() == Some(&namespace) && h.name == r.name)
                 {
-                    entry
-                        .failed
-                        .insert(0, format!("{}: FederatedHPA {namespace}/{} does not exist", rfc3339(at), r.name));
+                    let failure = format!("{}: FederatedHPA {namespace}/{} does not exist", rfc3339(at), r.name);
+                    remember(&mut entry.failed, failure, limits.1);
                     continue;
                 }
             } else if let Some(replicas) = rule.target_replicas {
@@ -244,15 +276,11 @@ async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
                     name: r.name.clone(),
                 };
                 if plan.loaded.template(&key).is_none() {
-                    entry.failed.insert(0, format!("{}: {key} does not exist", rfc3339(at)));
+                    remember(&mut entry.failed, format!("{}: {key} does not exist", rfc3339(at)), limits.1);
                     continue;
                 }
                 edits.push(Edit { target: Target::Template(key), field: "replicas", value: i64::from(replicas) });
             }
-            let limits = (
-                rule.successful_history_limit.unwrap_or(3).max(0) as usize,
-                rule.failed_history_limit.unwrap_or(3).max(0) as usize,
-            );
             for edit in edits {
                 changes.push(Change {
                     line: format!(
@@ -320,13 +348,17 @@ pub async fn sync(
     for ((id, rule), RuleRun { limits: (successful, failed), sets }) in runs {
         let entry = state.status.entry(id.to_owned()).or_default().rules.entry(rule.to_owned()).or_default();
         match &outcome {
-            Ok(_) => entry.successful.insert(0, format!("{}: {}", rfc3339(now), sets.join(", "))),
-            Err(e) => entry.failed.insert(0, format!("{}: {e}", rfc3339(now))),
+            Ok(_) => remember(&mut entry.successful, format!("{}: {}", rfc3339(now), sets.join(", ")), successful),
+            Err(e) => remember(&mut entry.failed, format!("{}: {e}", rfc3339(now)), failed),
         }
-        entry.successful.truncate(successful);
-        entry.failed.truncate(failed);
     }
     outcome
+}
+
+/// Puts `record` first in a rule's history and keeps at most `limit` entries.
+fn remember(history: &mut Vec<String>, record: String, limit: usize) {
+    history.insert(0, record);
+    history.truncate(limit);
 }
 
 fn change_target(target: &Edit) -> String {
@@ -441,13 +473,16 @@ spec:
     /// A CronFederatedHPA rule on a FederatedHPA's bounds fires once at 09:00 Paris
     /// time, edits `minReplicas` and `maxReplicas` in place (the comment stays), and
     /// records the run; the suspended rule never fires.
-    #[tokio::test]
-    async fn a_cron_rule_moves_a_federated_hpas_bounds_at_its_time() {
+    fn plan_of(repo: &str) -> Plan {
         let files = flotilla_core::model::RepoFiles {
-            files: [("web.yaml".to_owned(), REPO.as_bytes().to_vec())].into(),
+            files: [("web.yaml".to_owned(), repo.as_bytes().to_vec())].into(),
             ..Default::default()
         };
-        let plan = flotilla_core::plan(&files, &Default::default(), &Default::default()).unwrap();
+        flotilla_core::plan(&files, &Default::default(), &Default::default()).unwrap()
+    }
+
+    /// Syncs `plan` at each time (no members); what each sync wrote, by time.
+    async fn sync_at<'t>(plan: &Plan, state: &mut State, times: &[&'t str]) -> Vec<(&'t str, Vec<Edit>, String)> {
         let settings = Settings {
             interval: Duration::from_secs(15),
             writeback: Writeback::Git,
@@ -455,12 +490,11 @@ spec:
             timing: Timing::default(),
         };
         let kubeconfig = kube::config::Kubeconfig::default();
-        let mut state = State::default();
         let written = std::sync::Mutex::new(Vec::new());
-        for now in ["2026-12-01T07:58:00Z", "2026-12-01T07:59:30Z", "2026-12-01T08:00:10Z", "2026-12-01T08:01:00Z"] {
+        for &now in times {
             let sync = Sync {
                 settings: &settings,
-                plan: &plan,
+                plan,
                 members: observe::Clients {
                     pool: &Default::default(),
                     kubeconfig: &kubeconfig,
@@ -470,14 +504,22 @@ spec:
                 overrides: &BTreeMap::new(),
                 now: unix(now),
             };
-            let outcome = super::sync(sync, &mut state, async |edits, message| {
+            let outcome = super::sync(sync, state, async |edits, message| {
                 written.lock().unwrap().push((now, edits, message));
                 Ok(true)
             })
             .await;
             assert!(outcome.is_ok(), "{outcome:?}");
         }
-        let written = written.into_inner().unwrap();
+        written.into_inner().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_cron_rule_moves_a_federated_hpas_bounds_at_its_time() {
+        let plan = plan_of(REPO);
+        let mut state = State::default();
+        let times = ["2026-12-01T07:58:00Z", "2026-12-01T07:59:30Z", "2026-12-01T08:00:10Z", "2026-12-01T08:01:00Z"];
+        let written = sync_at(&plan, &mut state, &times).await;
         assert_eq!(written.len(), 1, "{written:?}");
         let (at, edits, message) = &written[0];
         assert_eq!(*at, "2026-12-01T08:00:10Z", "09:00 in Paris is 08:00 UTC in winter");
@@ -504,5 +546,33 @@ spec:
             text,
             REPO.replace("minReplicas: 1   #", "minReplicas: 3   #").replace("maxReplicas: 4\n", "maxReplicas: 12\n")
         );
+    }
+
+    /// A rule that fails every minute keeps only `failedHistoryLimit` failures, and
+    /// what was kept for an autoscaler goes when the repository drops it.
+    #[tokio::test]
+    async fn rule_histories_are_bounded_and_removed_autoscalers_are_forgotten() {
+        let failing = "\
+apiVersion: autoscaling.karmada.io/v1alpha1
+kind: CronFederatedHPA
+metadata: {name: gone, namespace: shop}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: missing}
+  rules:
+  - {name: every-minute, schedule: \"* * * * *\", targetReplicas: 2, failedHistoryLimit: 2}
+";
+        let mut state = State::default();
+        let times = ["2026-12-01T08:00:00Z", "2026-12-01T08:01:00Z", "2026-12-01T08:02:00Z", "2026-12-01T08:03:00Z"];
+        assert!(sync_at(&plan_of(failing), &mut state, &times).await.is_empty());
+        let failed = &state.status["CronFederatedHPA shop/gone"].rules["every-minute"].failed;
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert!(failed[0].starts_with("2026-12-01T08:03:00Z: apps/v1 Deployment shop/missing"), "{failed:?}");
+
+        sync_at(&plan_of(REPO), &mut state, &["2026-12-01T08:04:00Z"]).await;
+        assert_eq!(
+            state.status.keys().collect::<Vec<_>>(),
+            ["CronFederatedHPA shop/web-bounds", "FederatedHPA shop/web"]
+        );
+        assert!(state.cron_checked.keys().all(|rule| rule.starts_with("CronFederatedHPA shop/web-bounds/")));
     }
 }

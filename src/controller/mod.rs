@@ -221,7 +221,14 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
                 }
             }
         }
-        *shared.autoscaler.lock().expect("autoscaler lock") = state.status.clone();
+        let previous =
+            std::mem::replace(&mut *shared.autoscaler.lock().expect("autoscaler lock"), state.status.clone());
+        for id in previous.keys().filter(|id| !state.status.contains_key(*id)) {
+            for kind in ["current", "desired"] {
+                let labels = metrics::AutoscalerLabels { autoscaler: id.clone(), replicas: kind.into() };
+                shared.metrics.autoscaler_replicas.remove(&labels);
+            }
+        }
         if outcome == Ok(true) {
             written_at = Some(renders);
             // A commit moves the branch; a state write does not, so ask for a cycle.
