@@ -563,6 +563,14 @@ fn record(shared: &Shared, head: git2::Oid, outcomes: Vec<(String, clusters::Out
     shared.metrics.clients_built(shared.members.built());
     let mut all_ok = true;
     let mut status = shared.status.lock().expect("status lock");
+    // Clusters the revision no longer declares leave the status and the revision gauge.
+    status.clusters.retain(|c, _| outcomes.iter().any(|(o, _)| o == c));
+    let gone: Vec<String> =
+        status.revisions.keys().filter(|c| !outcomes.iter().any(|(o, _)| o == *c)).cloned().collect();
+    for cluster in gone {
+        let revision = status.revisions.remove(&cluster).expect("listed above");
+        shared.metrics.applied_revision.remove(&RevisionLabels { cluster, revision });
+    }
     for (cluster, outcome) in outcomes {
         let label = ClusterLabel { cluster: cluster.clone() };
         shared.metrics.reconcile_seconds.get_or_create(&label).observe(took.as_secs_f64());

@@ -172,6 +172,21 @@ async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_take
         assert!(metrics.contains(&format!("outcome=\"{outcome}\"")), "{outcome} counted:\n{metrics}");
     }
     assert_eq!(http(http_port, "GET", "/healthz", &[], b"").0, 200, "still serving after hostile deliveries");
+
+    // A cluster the repository drops leaves the status and the revision gauge.
+    let member3 = "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {name: member3}\nspec: {syncMode: Push}\n---\n";
+    let without = fleet(ns, &[("first", &["member1"]), ("second", &["member1"])]).replace(member3, "");
+    assert!(!without.contains("member3"));
+    write(work.path(), "fleet.yaml", without.as_bytes());
+    commit_and_push(work.path(), "drop member3");
+    assert_eq!(deliver(&push("main")).0, 202);
+    wait_for("member3 gone from /status", Duration::from_secs(20), || async {
+        let (_, status) = http(http_port, "GET", "/status", &[], b"");
+        status.contains("member2") && !status.contains("member3")
+    })
+    .await;
+    let metrics = http(http_port, "GET", "/metrics", &[], b"").1;
+    assert!(!metrics.lines().any(|l| l.starts_with("flotilla_applied_revision{cluster=\"member3\"")), "{metrics}");
     eprintln!("webhook push to applied: {latency:?}");
 }
 
