@@ -90,35 +90,95 @@ impl GitAuth {
         let known = std::fs::read_to_string(file)
             .map_err(|e| git2::Error::from_str(&format!("cannot read {}: {e}", file.display())))?;
         match known_host(&known, host, port, key) {
-            Some(true) => Ok(CertificateCheckStatus::CertificateOk),
-            Some(false) => refuse(format!("the ssh host key of {host} does not match {}", file.display())),
-            None => refuse(format!("{host} is not in {}", file.display())),
+            Verdict::Known => Ok(CertificateCheckStatus::CertificateOk),
+            Verdict::Changed => refuse(format!("the ssh host key of {host} does not match {}", file.display())),
+            Verdict::Revoked => refuse(format!("the ssh host key of {host} is marked @revoked in {}", file.display())),
+            Verdict::Unknown => refuse(format!("{host} is not in {}", file.display())),
         }
     }
 }
 
-/// Whether `known_hosts` lists `key` for `host`: `Some(true)` when it does, `Some(false)`
-/// when the host is listed with other keys only, `None` when the host is not listed.
-/// Host patterns are plain names (`host`, `[host]:port`, comma-separated) or hashed
-/// (`|1|salt|hash`, as `ssh-keyscan -H` and `HashKnownHosts` write them); wildcards and
-/// `@revoked`/`@cert-authority` lines are not used.
-fn known_host(known_hosts: &str, host: &str, port: u16, key: &[u8]) -> Option<bool> {
+/// What `known_hosts` says of a host's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// Listed for the host.
+    Known,
+    /// The host is listed, with other keys only.
+    Changed,
+    /// The key is marked `@revoked` (for this host or all): refused wherever else it is
+    /// listed.
+    Revoked,
+    /// The host is not listed.
+    Unknown,
+}
+
+/// Checks `key` for `host` as OpenSSH reads `known_hosts`: a line's host patterns are a
+/// comma-separated list of names (`host`, `[host]:port` for other ports than 22), `*` and
+/// `?` wildcards, `!`-negations (a matching negation excludes the line) and hashed names
+/// (`|1|salt|hash`, as `ssh-keyscan -H` and `HashKnownHosts` write them); names compare
+/// case-insensitively. `@revoked` lines refuse their key; `@cert-authority` lines are
+/// not used (libgit2 hands over the host key, not a certificate chain to check).
+fn known_host(known_hosts: &str, host: &str, port: u16, key: &[u8]) -> Verdict {
     use base64::Engine;
-    let name = if port == 22 { host.to_owned() } else { format!("[{host}]:{port}") };
-    let mut listed = None;
+    let host = host.to_ascii_lowercase();
+    let name = if port == 22 { host } else { format!("[{host}]:{port}") };
+    let mut verdict = Verdict::Unknown;
     for line in known_hosts.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-        let mut fields = line.split_whitespace();
+        let mut fields = line.split_whitespace().peekable();
+        let marker = fields.next_if(|f| f.starts_with('@'));
         let (Some(hosts), Some(_kind), Some(blob)) = (fields.next(), fields.next(), fields.next()) else { continue };
-        if hosts.starts_with('@') || !hosts.split(',').any(|h| h == name || hashed_match(h, &name)) {
-            continue;
+        let same_key = || base64::engine::general_purpose::STANDARD.decode(blob).is_ok_and(|b| b == key);
+        match marker {
+            // Revoked keys are refused whatever their host patterns say.
+            Some("@revoked") if same_key() => return Verdict::Revoked,
+            Some(_) => continue,
+            None if !hosts_match(hosts, &name) => continue,
+            None if same_key() => verdict = Verdict::Known,
+            None if verdict == Verdict::Unknown => verdict = Verdict::Changed,
+            None => {}
         }
-        let matches = base64::engine::general_purpose::STANDARD.decode(blob).is_ok_and(|b| b == key);
-        if matches {
-            return Some(true);
-        }
-        listed = Some(false);
     }
-    listed
+    verdict
+}
+
+/// Whether a known_hosts host-pattern list names `name`: some pattern matches and no
+/// negated one does.
+fn hosts_match(patterns: &str, name: &str) -> bool {
+    let mut matched = false;
+    for pattern in patterns.split(',') {
+        if let Some(negated) = pattern.strip_prefix('!') {
+            if wildcard_match(&negated.to_ascii_lowercase(), name) {
+                return false;
+            }
+        } else if wildcard_match(&pattern.to_ascii_lowercase(), name) || hashed_match(pattern, name) {
+            matched = true;
+        }
+    }
+    matched
+}
+
+/// OpenSSH's pattern match: `*` is any run of characters, `?` any one.
+fn wildcard_match(pattern: &str, text: &str) -> bool {
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            // Let the last star swallow one more character.
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
 }
 
 /// Whether a hashed known_hosts pattern `|1|<salt>|<HMAC-SHA1(salt, name)>` is `name`.
@@ -402,18 +462,41 @@ mod tests {
             b64(key),
             b64(other)
         );
-        assert_eq!(known_host(&known, "git.example", 22, key), Some(true));
-        assert_eq!(known_host(&known, "git.example", 2222, key), None, "another port is another host");
-        assert_eq!(known_host(&known, "127.0.0.1", 2222, key), Some(false), "listed with another key");
-        assert_eq!(known_host(&known, "127.0.0.1", 2222, other), Some(true));
-        assert_eq!(known_host(&known, "unknown", 22, key), None);
+        assert_eq!(known_host(&known, "git.example", 22, key), Verdict::Known);
+        assert_eq!(known_host(&known, "GIT.Example", 22, key), Verdict::Known, "names compare case-insensitively");
+        assert_eq!(known_host(&known, "git.example", 2222, key), Verdict::Unknown, "another port is another host");
+        assert_eq!(known_host(&known, "127.0.0.1", 2222, key), Verdict::Changed, "listed with another key");
+        assert_eq!(known_host(&known, "127.0.0.1", 2222, other), Verdict::Known);
+        assert_eq!(known_host(&known, "unknown", 22, key), Verdict::Unknown);
         // `ssh-keygen -H` of "[127.0.0.1]:2222" with salt 0x01..0x14 (computed by OpenSSL:
         // printf '[127.0.0.1]:2222' | openssl dgst -sha1 -mac HMAC -macopt hexkey:0102…14).
         let salt: Vec<u8> = (1..=20).collect();
         let b64 = |k: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, k);
         let hashed = format!("|1|{}|{} ssh-ed25519 {}\n", b64(&salt), HASH_127_2222, b64(key));
-        assert_eq!(known_host(&hashed, "127.0.0.1", 2222, key), Some(true));
-        assert_eq!(known_host(&hashed, "127.0.0.1", 2223, key), None);
+        assert_eq!(known_host(&hashed, "127.0.0.1", 2222, key), Verdict::Known);
+        assert_eq!(known_host(&hashed, "127.0.0.1", 2223, key), Verdict::Unknown);
+
+        // Wildcards and negations, as OpenSSH reads them.
+        let patterns = format!(
+            "*.git.example,!evil.git.example ssh-ed25519 {}\n[git?.example]:2222 ssh-ed25519 {}\n",
+            b64(key),
+            b64(other)
+        );
+        assert_eq!(known_host(&patterns, "a.git.example", 22, key), Verdict::Known);
+        assert_eq!(known_host(&patterns, "a.b.git.example", 22, key), Verdict::Known, "* crosses dots");
+        assert_eq!(known_host(&patterns, "git.example", 22, key), Verdict::Unknown, "*. needs a label");
+        assert_eq!(known_host(&patterns, "evil.git.example", 22, key), Verdict::Unknown, "negated");
+        assert_eq!(known_host(&patterns, "git1.example", 2222, other), Verdict::Known);
+        assert_eq!(known_host(&patterns, "git12.example", 2222, other), Verdict::Unknown, "? is one character");
+        assert_eq!(known_host(&patterns, "git1.example", 22, other), Verdict::Unknown);
+
+        // A revoked key is refused even where another line lists it; markers are not
+        // host patterns.
+        let revoked =
+            format!("{patterns}@revoked * ssh-ed25519 {}\n@cert-authority * ssh-ed25519 {}\n", b64(key), b64(other));
+        assert_eq!(known_host(&revoked, "a.git.example", 22, key), Verdict::Revoked);
+        assert_eq!(known_host(&revoked, "git1.example", 2222, other), Verdict::Known);
+        assert_eq!(known_host(&revoked, "elsewhere", 22, other), Verdict::Unknown, "@cert-authority is not a host key");
         assert_eq!(ssh_port("ssh://git@127.0.0.1:2222/srv/fleet.git"), 2222);
         assert_eq!(ssh_port("ssh://git@host/srv/fleet.git"), 22);
         assert_eq!(ssh_port("git@host:org/fleet.git"), 22);
