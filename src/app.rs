@@ -115,7 +115,13 @@ fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
     let plan = plan(&args.source)?;
     let kubeconfig = clusters::connect::read(&args.kubeconfig)?;
     let names: Vec<String> = if args.clusters.is_empty() {
-        plan.loaded.clusters.iter().map(|c| c.name.clone()).collect()
+        let (push, pull) = clusters::by_sync_mode(&plan);
+        for name in pull {
+            println!(
+                "{name}: skipped (syncMode Pull: its agent applies it; name it with --cluster to apply from here)"
+            );
+        }
+        push
     } else {
         if let Some(unknown) = args.clusters.iter().find(|c| !plan.clusters.contains_key(*c)) {
             bail!("cluster {unknown} is not declared in the repository");
@@ -292,10 +298,13 @@ fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
         path: args.path,
         interval: std::time::Duration::from_secs(args.interval),
         resync: std::time::Duration::from_secs(args.resync),
-        members: match args.kubeconfig.clone().filter(|_| !args.member_secrets) {
-            Some(path) => crate::controller::Members::File(path),
-            None => crate::controller::Members::Secrets,
+        members: match (args.kubeconfig.clone(), &args.agent) {
+            _ if args.member_secrets => crate::controller::Members::Secrets,
+            (Some(path), _) => crate::controller::Members::File(path),
+            (None, Some(_)) => crate::controller::Members::InCluster,
+            (None, None) => unreachable!("clap requires --kubeconfig, --member-secrets or --agent"),
         },
+        agent: args.agent.clone(),
         host: args.host_kubeconfig.clone().map(|p| (p, args.host_context.clone())),
         namespace: args.namespace.clone(),
         listen: args.listen,

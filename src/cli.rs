@@ -59,13 +59,19 @@ pub struct RunArgs {
     /// Seconds between reconciles when Git does not move (drift correction).
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub resync: u64,
-    /// Kubeconfig with one context per member cluster (re-read every cycle).
-    #[arg(long, value_name = "FILE", env = "KUBECONFIG", required_unless_present = "member_secrets")]
+    /// Kubeconfig with one context per member cluster (re-read every cycle). With
+    /// --agent and without this, the member is the cluster the agent runs in.
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG", required_unless_present_any = ["member_secrets", "agent"])]
     pub kubeconfig: Option<PathBuf>,
     /// Take member credentials from Secrets in --namespace of the host cluster, one per
     /// member, labelled `flotilla.dev/cluster=<name>`, holding a kubeconfig under `kubeconfig`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "agent")]
     pub member_secrets: bool,
+    /// Pull mode: run as the agent of this one member (declared `syncMode: Pull`),
+    /// applying only its share, usually from inside it. Push controllers never contact
+    /// Pull members; agents do not run the autoscaler.
+    #[arg(long, value_name = "CLUSTER")]
+    pub agent: Option<String>,
     /// Address for /healthz, /readyz, /metrics, /status and webhooks.
     #[arg(long, default_value = "127.0.0.1:8080", env = "FLOTILLA_LISTEN")]
     pub listen: String,

@@ -158,6 +158,32 @@ pub async fn client(
     Client::try_from(config).map_err(|e| ConnectError::Client(name(), e))
 }
 
+/// Where Kubernetes mounts a Pod's ServiceAccount credentials.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// A kubeconfig for the cluster this Pod runs in, with one context named `name`: the
+/// API server from `KUBERNETES_SERVICE_HOST`/`_PORT` (passed in), the mounted CA, and
+/// the mounted token by path, so kube re-reads it as the kubelet rotates it. It goes
+/// through the same trust checks and client pool as any member's kubeconfig.
+pub fn in_cluster(name: &str, host: &str, port: &str) -> Kubeconfig {
+    use kube::config::{AuthInfo, Cluster, Context, NamedAuthInfo, NamedCluster, NamedContext};
+    let host = if host.contains(':') { format!("[{host}]") } else { host.to_owned() };
+    let cluster = Cluster {
+        server: Some(format!("https://{host}:{port}")),
+        certificate_authority: Some(format!("{SERVICE_ACCOUNT_DIR}/ca.crt")),
+        ..Default::default()
+    };
+    let user = AuthInfo { token_file: Some(format!("{SERVICE_ACCOUNT_DIR}/token")), ..Default::default() };
+    let context = Context { cluster: name.to_owned(), user: Some(name.to_owned()), ..Default::default() };
+    Kubeconfig {
+        clusters: vec![NamedCluster { name: name.to_owned(), cluster: Some(cluster), other: Default::default() }],
+        auth_infos: vec![NamedAuthInfo { name: name.to_owned(), auth_info: Some(user), other: Default::default() }],
+        contexts: vec![NamedContext { name: name.to_owned(), context: Some(context), other: Default::default() }],
+        current_context: Some(name.to_owned()),
+        ..Default::default()
+    }
+}
+
 /// Label naming the member cluster a credentials Secret is for.
 pub const CLUSTER_LABEL: &str = "flotilla.dev/cluster";
 
@@ -263,5 +289,24 @@ mod tests {
         assert_eq!(pool.len(), 1);
         pool.client(&moved, "b", trust, timeout).await.expect("a client");
         assert_eq!(pool.built(), 6);
+    }
+
+    #[test]
+    fn an_agent_reaches_its_own_cluster_through_the_mounted_service_account() {
+        let kc = in_cluster("member3", "fd00::1", "6443");
+        assert_eq!(kc.current_context.as_deref(), Some("member3"));
+        let cluster = kc.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://[fd00::1]:6443"));
+        assert_eq!(
+            cluster.certificate_authority.as_deref(),
+            Some("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+        );
+        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        assert_eq!(user.token_file.as_deref(), Some("/var/run/secrets/kubernetes.io/serviceaccount/token"));
+        assert!(user.token.is_none(), "the token is read from its file, so rotation is seen");
+        let context = kc.contexts[0].context.as_ref().unwrap();
+        assert_eq!((context.cluster.as_str(), context.user.as_deref()), ("member3", Some("member3")));
+        let v4 = in_cluster("member3", "10.96.0.1", "443");
+        assert_eq!(v4.clusters[0].cluster.as_ref().unwrap().server.as_deref(), Some("https://10.96.0.1:443"));
     }
 }

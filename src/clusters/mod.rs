@@ -50,6 +50,29 @@ pub struct Options<'a> {
 /// The outcome for one cluster.
 pub type Outcome = Result<Report, String>;
 
+/// The declared clusters by who applies them, as Karmada splits them: `syncMode: Push`
+/// clusters are applied from here; `Pull` clusters by an agent inside each member
+/// (`flotilla run --agent NAME`), and never contacted from here.
+pub fn by_sync_mode(plan: &Plan) -> (Vec<String>, Vec<String>) {
+    let (push, pull): (Vec<_>, Vec<_>) =
+        plan.loaded.clusters.iter().partition(|c| c.spec.sync_mode == flotilla_core::model::SyncMode::Push);
+    let names = |v: Vec<&flotilla_core::model::Cluster>| v.into_iter().map(|c| c.name.clone()).collect();
+    (names(push), names(pull))
+}
+
+/// The one cluster an agent applies: it must be declared, with `syncMode: Pull`
+/// (otherwise the push controller applies it, and two writers would fight).
+pub fn agent_cluster(plan: &Plan, name: &str) -> Result<(), String> {
+    match plan.loaded.clusters.iter().find(|c| c.name == name) {
+        None => Err(format!("cluster {name} is not declared in the repository; this agent applies nothing")),
+        Some(c) if c.spec.sync_mode != flotilla_core::model::SyncMode::Pull => Err(format!(
+            "cluster {name} is declared with syncMode {:?}: the push controller applies it; this agent applies nothing until it says Pull",
+            c.spec.sync_mode
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
 /// What the plan wants in `cluster`, each manifest stamped with its digest, and the
 /// objects that must not be touched there (render problems, suspended dispatching).
 pub fn desired(plan: &Plan, cluster: &str, instance: &str) -> Result<(Vec<Desired>, BTreeSet<ObjectKey>), String> {

@@ -39,6 +39,9 @@ pub struct Config {
     pub resync: Duration,
     /// Where member credentials come from (re-read every cycle).
     pub members: Members,
+    /// Pull mode: the one member this instance is the agent of; `None` for the push
+    /// controller, which applies the `syncMode: Push` members.
+    pub agent: Option<String>,
     /// Host cluster (kubeconfig and context); `None` uses in-cluster configuration.
     pub host: Option<(PathBuf, Option<String>)>,
     /// The controller's namespace in the host cluster.
@@ -74,6 +77,8 @@ pub enum Members {
     File(PathBuf),
     /// Labelled Secrets in the controller's namespace of the host cluster.
     Secrets,
+    /// The cluster this process runs in (an agent inside its member).
+    InCluster,
 }
 
 /// The Lease's name and how long it lasts (it lives in the controller's namespace).
@@ -266,6 +271,14 @@ async fn member_kubeconfig(config: &Config, shared: &Shared) -> anyhow::Result<k
             let client = host_client(config, shared).await?;
             Ok(clusters::connect::from_secrets(&client, &config.namespace).await?)
         }
+        Members::InCluster => {
+            let name = config.agent.as_deref().expect("in-cluster members only for an agent");
+            let server =
+                std::env::var("KUBERNETES_SERVICE_HOST").ok().zip(std::env::var("KUBERNETES_SERVICE_PORT").ok());
+            let (host, port) =
+                server.context("not in a Pod (KUBERNETES_SERVICE_HOST/PORT unset): pass --kubeconfig")?;
+            Ok(clusters::connect::in_cluster(name, &host, &port))
+        }
     }
 }
 
@@ -406,7 +419,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let watched = Arc::new(Mutex::new(opened.context("opening the repository")?));
     let mut leadership = Leadership::start(config.election.as_ref(), &config, &shared).await?;
     let config = Arc::new(config);
-    tokio::spawn(autoscale_loop(config.clone(), watched.clone(), shared.clone()));
+    match &config.agent {
+        // One writer of replica counts: the push controller (Karmada runs FederatedHPA in
+        // the control plane, not in its agents).
+        Some(cluster) => {
+            info!(cluster, "pull-mode agent: applying this member only; autoscaling is left to the push controller")
+        }
+        None => drop(tokio::spawn(autoscale_loop(config.clone(), watched.clone(), shared.clone()))),
+    }
     let mut applied: Option<git2::Oid> = None;
     let mut last_reconcile: Option<Instant> = None;
     loop {
@@ -484,6 +504,18 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
     let Some(plan) = render(config, watched, head, shared).await else { return false };
     let plan = Arc::new(plan);
     *shared.plan.lock().expect("plan lock") = Some(plan.clone());
+    let (names, pulled) = match &config.agent {
+        Some(agent) => match clusters::agent_cluster(&plan, agent) {
+            Ok(()) => (vec![agent.clone()], Vec::new()),
+            Err(e) => {
+                shared.metrics.error(agent, "sync-mode");
+                error!(error = %e, "not applying");
+                shared.status.lock().expect("status lock").error = Some(format!("{head}: {e}"));
+                return false;
+            }
+        },
+        None => clusters::by_sync_mode(&plan),
+    };
     let kubeconfig = match member_kubeconfig(config, shared).await {
         Ok(k) => k,
         Err(e) => {
@@ -493,7 +525,6 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
         }
     };
     shared.members.retain(&kubeconfig);
-    let names: Vec<String> = plan.loaded.clusters.iter().map(|c| c.name.clone()).collect();
     let options = clusters::Options {
         progress: false,
         instance: &config.instance,
@@ -506,7 +537,13 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
     };
     let clock = Instant::now();
     let outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;
-    record(shared, head, outcomes, clock.elapsed())
+    let done = record(shared, head, outcomes, clock.elapsed());
+    // Pull members are listed, never contacted.
+    let mut status = shared.status.lock().expect("status lock");
+    for name in pulled {
+        status.clusters.insert(name, format!("{head}: syncMode Pull: applied by its agent"));
+    }
+    done
 }
 
 /// Renders `head` completely; a failure is reported and leaves what is applied alone.

@@ -75,8 +75,10 @@ fn in_namespace(ns: &'static str, instance: &'static str) -> impl Fn(&Value) -> 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_seed_tutorials_land_where_they_say_and_a_second_run_writes_nothing() {
     let members = members();
+    // member3 is a Pull cluster, as in Karmada's quick start: a push leaves it alone.
     let (code, stdout, stderr) = apply(members, Path::new("examples/repo"), "seeds", &[]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.lines().any(|l| l.starts_with("member3: skipped (syncMode Pull")), "{stdout}");
     assert_eq!(
         deployments(members, "member1", "default").await,
         ["nginx", "productpage-v1", "reviews-v1", "reviews-v2", "reviews-v3"]
@@ -85,6 +87,10 @@ async fn the_seed_tutorials_land_where_they_say_and_a_second_run_writes_nothing(
         deployments(members, "member2", "default").await,
         ["details-v1", "ratings-v1", "reviews-v1", "reviews-v2", "reviews-v3"]
     );
+    assert!(deployments(members, "member3", "default").await.is_empty(), "nothing pushed to a Pull member");
+    // Named explicitly, it is applied from here (what its agent would do).
+    let (code, stdout, stderr) = apply(members, Path::new("examples/repo"), "seeds", &["--cluster", "member3"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(deployments(members, "member3", "default").await, ["ratings-v1"]);
     let (code, table, stderr) = run(&["get", "deployments", "--kubeconfig", members.kubeconfig().to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");

@@ -34,7 +34,7 @@ pub fn git(dir: &Path, args: &[&str]) {
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn commit_and_push(work: &Path, message: &str) {
+pub fn commit_and_push(work: &Path, message: &str) {
     git(work, &["add", "-A"]);
     git(work, &["-c", "user.name=test", "-c", "user.email=test@example.invalid", "commit", "-qm", message]);
     git(work, &["push", "-q", "origin", "HEAD:main"]);
@@ -320,58 +320,15 @@ fn sigkill(guard: &Running) {
 /// real ServiceAccount token from that API server, and grants nothing more.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_deploy_rbac_is_enough_and_no_more() {
-    use k8s_openapi::api::authentication::v1::TokenRequest;
     use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
-    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-    use kube::api::{Patch, PatchParams, PostParams};
+    use kube::api::PostParams;
 
     let members = members();
     let host = members.client("member3").await;
-    let ssa = PatchParams::apply("e2e").force();
-    let manifests = std::fs::read_to_string(crate::support::root().join("deploy/flotilla.yaml")).unwrap();
-    for doc in manifests.split("\n---\n") {
-        let value: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
-        let name = value["metadata"]["name"].as_str().unwrap().to_owned();
-        match value["kind"].as_str().unwrap() {
-            "Namespace" => {
-                drop(Api::<Namespace>::all(host.clone()).patch(&name, &ssa, &Patch::Apply(&value)).await.unwrap())
-            }
-            "ServiceAccount" => drop(
-                Api::<ServiceAccount>::namespaced(host.clone(), "flotilla-system")
-                    .patch(&name, &ssa, &Patch::Apply(&value))
-                    .await
-                    .unwrap(),
-            ),
-            "Role" => drop(
-                Api::<Role>::namespaced(host.clone(), "flotilla-system")
-                    .patch(&name, &ssa, &Patch::Apply(&value))
-                    .await
-                    .unwrap(),
-            ),
-            "RoleBinding" => drop(
-                Api::<RoleBinding>::namespaced(host.clone(), "flotilla-system")
-                    .patch(&name, &ssa, &Patch::Apply(&value))
-                    .await
-                    .unwrap(),
-            ),
-            _ => {}
-        }
-    }
-    let request: TokenRequest =
-        serde_json::from_value(serde_json::json!({"spec": {"audiences": [], "expirationSeconds": 3600}})).unwrap();
-    let token = Api::<ServiceAccount>::namespaced(host.clone(), "flotilla-system")
-        .create_token_request("flotilla", &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
+    apply_rbac(&host, "deploy/flotilla.yaml").await;
+    let token = service_account_token(&host, "flotilla-system", "flotilla").await;
     // A kubeconfig for the host cluster that authenticates as the ServiceAccount.
-    let members_config: serde_json::Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(members.kubeconfig()).unwrap()).unwrap();
-    let cluster =
-        members_config["clusters"].as_array().unwrap().iter().find(|c| c["name"] == "member3").unwrap().clone();
+    let cluster = kubeconfig_cluster("member3");
     let sa_config = serde_json::json!({
         "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
         "users": [{"name": "flotilla", "user": {"token": token}}],
@@ -400,31 +357,13 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
     assert!(!can("list", "", "nodes", None).await);
 
     // And enough: the controller leads with it and applies, configured exactly as in a
-    // Pod: in a private mount namespace the token, CA and namespace are mounted where the
-    // kubelet puts them and KUBERNETES_SERVICE_HOST/PORT point at the host API server, so
-    // kube's in-cluster loader (not a kubeconfig) authenticates it.
-    let sa_dir = dir.path().join("serviceaccount");
-    std::fs::create_dir(&sa_dir).unwrap();
-    std::fs::write(sa_dir.join("token"), &token).unwrap();
-    std::fs::write(sa_dir.join("namespace"), "flotilla-system").unwrap();
-    let ca = cluster["cluster"]["certificate-authority-data"].as_str().unwrap();
-    let ca = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, ca).unwrap();
-    std::fs::write(sa_dir.join("ca.crt"), ca).unwrap();
-    let server = cluster["cluster"]["server"].as_str().unwrap().trim_start_matches("https://").to_owned();
-    let (service_host, service_port) = server.rsplit_once(':').unwrap();
-    const MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-    std::fs::create_dir_all("/var/run/secrets").unwrap();
-    let in_pod = format!(
-        "mount --make-rprivate / && mount -t tmpfs tmpfs /var/run/secrets && mkdir -p {MOUNT} \
-         && mount --bind -o ro {} {MOUNT} && exec \"$0\" \"$@\"",
-        sa_dir.display()
-    );
+    // Pod, so kube's in-cluster loader (not a kubeconfig) authenticates it.
+    let pod = InPod::new("member3", &token, "flotilla-system");
     let repo = serve(&fleet("e2e-sa", &[("via-sa", &["member2"])]));
     let http_port = free_port();
     let cache = tempfile::tempdir().unwrap();
     let _controller = Running(
-        Command::new("unshare")
-            .args(["--mount", "sh", "-c", &in_pod, env!("CARGO_BIN_EXE_flotilla")])
+        pod.command(env!("CARGO_BIN_EXE_flotilla"))
             .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--instance", "sa"])
             .args([
                 "--kubeconfig",
@@ -433,15 +372,105 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
                 &format!("127.0.0.1:{http_port}"),
             ])
             .args(["--cache-dir", cache.path().to_str().unwrap(), "--leader-elect", "--lease-duration", "5"])
-            .env("KUBERNETES_SERVICE_HOST", service_host)
-            .env("KUBERNETES_SERVICE_PORT", service_port)
-            .env("POD_NAMESPACE", "flotilla-system")
             .quiet(),
     );
     wait_for("the ServiceAccount-backed controller to lead", Duration::from_secs(60), || async { ready(http_port) })
         .await;
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member2").await, "e2e-sa");
     assert!(cms.get_opt("via-sa").await.unwrap().is_some());
+}
+
+/// Applies the access-control part of a manifest under deploy/ (namespaces, service
+/// accounts, roles and their bindings) to a cluster.
+pub async fn apply_rbac(client: &kube::Client, file: &str) {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+    let ssa = PatchParams::apply("e2e").force();
+    let text = std::fs::read_to_string(crate::support::root().join(file)).unwrap();
+    for doc in text.split("\n---\n") {
+        let value: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
+        let resource = match value["kind"].as_str().unwrap() {
+            "Namespace" => ApiResource::erase::<Namespace>(&()),
+            "ServiceAccount" => ApiResource::erase::<ServiceAccount>(&()),
+            "Role" => ApiResource::erase::<Role>(&()),
+            "RoleBinding" => ApiResource::erase::<RoleBinding>(&()),
+            "ClusterRole" => ApiResource::erase::<ClusterRole>(&()),
+            "ClusterRoleBinding" => ApiResource::erase::<ClusterRoleBinding>(&()),
+            _ => continue,
+        };
+        let api: Api<DynamicObject> = match value["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(value["metadata"]["name"].as_str().unwrap(), &ssa, &Patch::Apply(&value)).await.unwrap();
+    }
+}
+
+/// A token for a ServiceAccount, issued by the cluster's API server (TokenRequest).
+pub async fn service_account_token(client: &kube::Client, namespace: &str, name: &str) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let request: TokenRequest =
+        serde_json::from_value(serde_json::json!({"spec": {"audiences": [], "expirationSeconds": 3600}})).unwrap();
+    Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .create_token_request(name, &kube::api::PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+}
+
+/// A member's `clusters[]` entry of the members' kubeconfig (server and CA).
+fn kubeconfig_cluster(name: &str) -> serde_json::Value {
+    let config: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(members().kubeconfig()).unwrap()).unwrap();
+    config["clusters"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone()
+}
+
+/// A Pod's view of a cluster: in a private mount namespace, a ServiceAccount's token, the
+/// cluster's CA and the namespace are mounted where the kubelet puts them, and
+/// KUBERNETES_SERVICE_HOST/PORT point at that cluster's API server.
+pub struct InPod {
+    dir: tempfile::TempDir,
+    host: String,
+    port: String,
+}
+
+impl InPod {
+    pub fn new(cluster: &str, token: &str, namespace: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = kubeconfig_cluster(cluster);
+        std::fs::write(dir.path().join("token"), token).unwrap();
+        std::fs::write(dir.path().join("namespace"), namespace).unwrap();
+        let ca = entry["cluster"]["certificate-authority-data"].as_str().unwrap();
+        let ca = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, ca).unwrap();
+        std::fs::write(dir.path().join("ca.crt"), ca).unwrap();
+        let server = entry["cluster"]["server"].as_str().unwrap().trim_start_matches("https://");
+        let (host, port) = server.rsplit_once(':').unwrap();
+        InPod { dir, host: host.to_owned(), port: port.to_owned() }
+    }
+
+    /// `program` as it would run in the Pod.
+    pub fn command(&self, program: &str) -> Command {
+        const MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+        std::fs::create_dir_all("/var/run/secrets").unwrap();
+        let script = format!(
+            "mount --make-rprivate / && mount -t tmpfs tmpfs /var/run/secrets && mkdir -p {MOUNT} \
+             && mount --bind -o ro {} {MOUNT} && exec \"$0\" \"$@\"",
+            self.dir.path().display()
+        );
+        let mut command = Command::new("unshare");
+        command.args(["--mount", "sh", "-c", &script, program]);
+        let namespace = std::fs::read_to_string(self.dir.path().join("namespace")).unwrap();
+        command
+            .env_remove("KUBECONFIG")
+            .env("KUBERNETES_SERVICE_HOST", &self.host)
+            .env("KUBERNETES_SERVICE_PORT", &self.port)
+            .env("POD_NAMESPACE", namespace);
+        command
+    }
 }
 
 /// Member credentials from labelled Secrets in the controller's namespace of the host

@@ -8,6 +8,7 @@ mod e2e; // the member clusters themselves: real pods, readiness, isolation
 mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields
 mod members; // the member-cluster harness (hack/local-up.sh, per-test namespaces)
 mod pipeline; // fixture repos rendered through the core, as YAML snapshots
+mod pull; // pull mode: the push controller skips Pull members, their agents apply them
 mod remotes; // authenticated remotes: https with a token behind TLS, ssh with a key and known_hosts
 mod seeds; // the two seed tutorials' distributions
 mod support; // shared helpers: running the binary, temporary repos

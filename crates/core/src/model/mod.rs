@@ -11,7 +11,7 @@ pub mod selector;
 use std::sync::Arc;
 
 pub use autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
-pub use cluster::{Cluster, ClusterState};
+pub use cluster::{Cluster, ClusterState, SyncMode};
 pub use object::{ObjectKey, Origin, Template};
 pub use plan::{Plan, Problem, ProblemReason};
 pub use policy::{OverrideSpec, PropagationSpec};
