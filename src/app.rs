@@ -319,7 +319,12 @@ fn run_controller(args: RunArgs) -> anyhow::Result<Outcome> {
         request_timeout: std::time::Duration::from_secs(args.reconcile.request_timeout),
         cluster_timeout: std::time::Duration::from_secs(args.reconcile.cluster_timeout),
         election: args.leader_elect.then(|| crate::controller::Election {
-            name: format!("flotilla-{}", args.reconcile.instance),
+            // An agent's Lease differs from its push controller's, should both share a
+            // host cluster and an instance name.
+            name: match &args.agent {
+                Some(cluster) => format!("flotilla-{}-agent-{cluster}", args.reconcile.instance),
+                None => format!("flotilla-{}", args.reconcile.instance),
+            },
             duration: args.lease_duration,
         }),
     };
