@@ -77,12 +77,16 @@ async fn pull_members_are_left_to_their_agent_and_an_agent_applies_only_its_own(
     apply_rbac(&member3, "deploy/agent.yaml").await;
     let token = service_account_token(&member3, "flotilla-system", "flotilla-agent").await;
     let pod = InPod::new("member3", &token, "flotilla-system");
+    let agent_args = ["--agent", "member3", "--leader-elect", "--lease-duration", "5"];
     let (_agent, agent_port, _c2) =
-        controller(pod.command(env!("CARGO_BIN_EXE_flotilla")), repo.port, "pull-test", &["--agent", "member3"]);
+        controller(pod.command(env!("CARGO_BIN_EXE_flotilla")), repo.port, "pull-test", &agent_args);
     wait_for("the agent to apply member3", Duration::from_secs(60), || async { ready(agent_port) }).await;
     assert!(cms("member3").await);
     let agent = status(agent_port);
     assert_eq!(agent["clusters"].as_object().unwrap().keys().collect::<Vec<_>>(), ["member3"], "{agent}");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(member3.clone(), "flotilla-system");
+    let lease = leases.get("flotilla-pull-test-agent-member3").await.unwrap();
+    assert!(lease.spec.unwrap().holder_identity.is_some(), "the agent leads on its own Lease in its member");
 
     write(
         repo.work.path(),
