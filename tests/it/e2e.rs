@@ -56,3 +56,18 @@ async fn three_replicas_run_ready_in_each_of_three_isolated_members() {
         assert!(api.get_opt("only-in-member1").await.unwrap().is_none(), "{member} sees member1's object");
     }
 }
+
+/// The Dockerfile's runtime stage, rebuilt without a container engine
+/// (`hack/image-smoke.sh`): a debootstrapped bookworm root with the image's packages runs
+/// the controller as deploy/ does (uid 65532, read-only root, tmpfs cache, mounted
+/// kubeconfig), and it applies to a real member.
+#[test]
+fn the_image_runtime_root_runs_the_controller_as_deployed() {
+    let out = std::process::Command::new(crate::support::root().join("hack/image-smoke.sh"))
+        .env("FLOTILLA_BIN", env!("CARGO_BIN_EXE_flotilla"))
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("ok: the image's runtime root runs the controller"), "{text}");
+}
