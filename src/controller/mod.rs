@@ -315,6 +315,21 @@ impl Leadership {
         self.watch.as_ref().is_none_or(|w| *w.borrow())
     }
 
+    /// Gives the lease up (closing the watch makes the manager release it), so a
+    /// standby takes over at once instead of after the lease duration.
+    async fn release(self) {
+        let Self { watch, _task: task } = self;
+        drop(watch);
+        if let Some(task) = task {
+            match tokio::time::timeout(Duration::from_secs(5), task).await {
+                Ok(Ok(Ok(_))) => info!("released the lease"),
+                Ok(Ok(Err(e))) => warn!(error = %e, "could not release the lease; it lapses after its duration"),
+                Ok(Err(e)) => warn!(error = %e, "the lease task failed"),
+                Err(_) => warn!("releasing the lease timed out; it lapses after its duration"),
+            }
+        }
+    }
+
     /// Resolves when leadership changes (never without election).
     async fn changed(&mut self) {
         match &mut self.watch {
@@ -427,6 +442,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         }
         None => drop(tokio::spawn(autoscale_loop(config.clone(), watched.clone(), shared.clone()))),
     }
+    let mut stop = shutdown_signal();
     let mut applied: Option<git2::Oid> = None;
     let mut last_reconcile: Option<Instant> = None;
     loop {
@@ -443,7 +459,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                     }
                     continue;
                 }
-                _ = tokio::signal::ctrl_c() => return Ok(()),
+                _ = stop.changed() => break,
             }
         }
         if let Some(head) = fetch(&watched, &shared).await {
@@ -464,6 +480,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                         }
                     }
                     _ = leadership.changed() => warn!("lost the lease during a reconcile; stopping it"),
+                    // Stopping mid-reconcile is safe for the same reason.
+                    _ = stop.changed() => break,
                 }
                 last_reconcile = Some(Instant::now());
             }
@@ -472,12 +490,31 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             _ = tokio::time::sleep(config.interval) => {}
             _ = leadership.changed() => {}
             _ = shared.trigger.notified() => info!("webhook: fetching now"),
-            _ = tokio::signal::ctrl_c() => {
-                info!("interrupted; stopping");
-                return Ok(());
-            }
+            _ = stop.changed() => break,
         }
     }
+    info!("stopping");
+    shared.ready.store(false, Ordering::Relaxed);
+    leadership.release().await;
+    Ok(())
+}
+
+/// Becomes true on SIGINT or SIGTERM (what Kubernetes sends a Pod it stops). One
+/// listener for the whole run, so a signal during a reconcile is not missed.
+fn shutdown_signal() -> tokio::sync::watch::Receiver<bool> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler");
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => info!("interrupted"),
+            _ = term.recv() => info!("terminated"),
+        }
+        let _ = tx.send(true);
+        // Keep the sender alive: a dropped sender would read as another change.
+        std::future::pending::<()>().await;
+    });
+    rx
 }
 
 async fn fetch(watched: &Arc<Mutex<git::Watched>>, shared: &Shared) -> Option<git2::Oid> {

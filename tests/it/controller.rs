@@ -250,8 +250,8 @@ async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
     };
     let (port_a, port_b) = (free_port(), free_port());
     let (cache_a, cache_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = start(port_a, cache_a.path());
-    let b = start(port_b, cache_b.path());
+    let mut a = start(port_a, cache_a.path());
+    let mut b = start(port_b, cache_b.path());
     wait_for("a leader", Duration::from_secs(60), || async { ready(port_a) || ready(port_b) }).await;
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
     assert!(cms.get_opt("one").await.unwrap().is_some());
@@ -275,6 +275,39 @@ async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
     .await;
     assert!(cms.get_opt("one").await.unwrap().is_some(), "nothing lost in the handover");
     eprintln!("lease takeover after SIGKILL of the leader: {takeover:?}");
+
+    // A rolling upgrade stops the leader with SIGTERM: it exits at once and gives the
+    // lease up (a SIGKILLed leader stays the holder until the lease lapses).
+    let port_c = free_port();
+    let cache_c = tempfile::tempdir().unwrap();
+    let _c = start(port_c, cache_c.path());
+    wait_for("the new standby's server", Duration::from_secs(30), || async {
+        std::net::TcpStream::connect(("127.0.0.1", port_c)).is_ok()
+    })
+    .await;
+    assert!(!ready(port_c), "a standby while the other leads");
+    let leader = if leader_port == port_a { &mut b } else { &mut a };
+    let leader_pid = leader.0.id();
+    let stopped = Instant::now();
+    signal(leader, "TERM");
+    let mut exit = None;
+    while exit.is_none() && stopped.elapsed() < Duration::from_secs(5) {
+        exit = leader.0.try_wait().unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let exited = stopped.elapsed();
+    assert!(exit.is_some_and(|s| s.success()), "the old leader exits cleanly on SIGTERM: {exit:?}");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(members.client("member3").await, "default");
+    let holder = leases.get("flotilla-lease").await.unwrap().spec.unwrap().holder_identity;
+    assert!(
+        !holder.as_deref().is_some_and(|h| h.ends_with(&format!("-{leader_pid}"))),
+        "the lease was given up: {holder:?}"
+    );
+    wait_for("the standby to lead after SIGTERM", Duration::from_secs(15), || async { ready(port_c) }).await;
+    let handover = stopped.elapsed();
+    assert!(handover < Duration::from_secs(4 + 4), "handover after SIGTERM took {handover:?}");
+    eprintln!("SIGTERM: the leader exited after {exited:?}, the standby led after {handover:?}");
 }
 
 /// `flotilla run ARGS` with the members' kubeconfig, quiet, serving on a free port.
@@ -312,8 +345,12 @@ pub fn ready(port: u16) -> bool {
 
 /// SIGKILLs a running process (its guard still reaps it).
 fn sigkill(guard: &Running) {
+    signal(guard, "KILL");
+}
+
+fn signal(guard: &Running, name: &str) {
     let pid = guard.0.id().to_string();
-    assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
+    assert!(Command::new("kill").args([&format!("-{name}"), &pid]).status().unwrap().success());
 }
 
 /// deploy/'s RBAC applied to a host cluster is enough for the controller to lead with a
