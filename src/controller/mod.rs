@@ -315,8 +315,9 @@ impl Leadership {
         self.watch.as_ref().is_none_or(|w| *w.borrow())
     }
 
-    /// Gives the lease up (closing the watch makes the manager release it), so a
-    /// standby takes over at once instead of after the lease duration.
+    /// Gives the lease up (closing the watch makes the manager release it): the lease no
+    /// longer names a process that is gone, and a standby takes it on its next look
+    /// instead of first waiting for it to lapse and clearing it.
     async fn release(self) {
         let Self { watch, _task: task } = self;
         drop(watch);
@@ -397,7 +398,7 @@ pub struct Shared {
     pub host: tokio::sync::OnceCell<kube::Client>,
 }
 
-/// Runs until interrupted (Ctrl-C / SIGINT).
+/// Runs until interrupted (SIGINT, Ctrl-C) or terminated (SIGTERM).
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
