@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import pathlib
+import signal
 import socket
 import ssl
 import statistics
@@ -217,4 +218,6 @@ def main():
 
 
 if __name__ == "__main__":
+    # SIGTERM (kill, timeout) unwinds like Ctrl-C: the controller and the members go too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     main()
