@@ -10,6 +10,7 @@ mod autoscaler;
 mod cli;
 mod clusters;
 mod controller;
+mod memory;
 mod output;
 mod source;
 mod telemetry;

@@ -479,6 +479,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                         if done {
                             applied = Some(head);
                         }
+                        // The cycle's garbage is freed now; give its pages back.
+                        crate::memory::release_free_pages();
                     }
                     _ = leadership.changed() => warn!("lost the lease during a reconcile; stopping it"),
                     // Stopping mid-reconcile is safe for the same reason.
