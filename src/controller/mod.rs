@@ -480,7 +480,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                             applied = Some(head);
                         }
                         // The cycle's garbage is freed now; give its pages back.
-                        crate::memory::release_free_pages();
+                        let clock = Instant::now();
+                        let released = crate::memory::release_free_pages();
+                        tracing::debug!(released, took = ?clock.elapsed(), "returned free memory to the system");
                     }
                     _ = leadership.changed() => warn!("lost the lease during a reconcile; stopping it"),
                     // Stopping mid-reconcile is safe for the same reason.
