@@ -481,8 +481,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                         }
                         // The cycle's garbage is freed now; give its pages back.
                         let clock = Instant::now();
-                        let released = crate::memory::release_free_pages();
-                        tracing::debug!(released, took = ?clock.elapsed(), "returned free memory to the system");
+                        let released = tokio::task::spawn_blocking(crate::memory::release_free_pages).await;
+                        tracing::debug!(?released, took = ?clock.elapsed(), "returned free memory to the system");
                     }
                     _ = leadership.changed() => warn!("lost the lease during a reconcile; stopping it"),
                     // Stopping mid-reconcile is safe for the same reason.
