@@ -132,6 +132,24 @@ def memory(pid):
     return f"{fields.get('VmRSS', 0):>8.1f} {fields.get('RssAnon', 0):>9.1f} {fds:>4}"
 
 
+def heap(port):
+    """The allocator's live and free bytes after the controller's last cycle, in MiB
+    (its /metrics; '-' where the allocator does not count)."""
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+    except OSError:
+        return f"{'-':>9} {'-':>9}"
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("flotilla_heap_allocated_bytes", "flotilla_heap_free_bytes"):
+            values[name] = int(value) / 2**20
+    live, free = values.get("flotilla_heap_allocated_bytes"), values.get("flotilla_heap_free_bytes")
+    return f"{live:>9.2f} {free:>9.2f}" if live is not None else f"{'-':>9} {'-':>9}"
+
+
 def soak(state, kubeconfig, work, git_port, seconds):
     """A commit and a signed webhook every 3 s for `seconds`; RSS every minute."""
     secret = b"soak-secret"
@@ -148,7 +166,7 @@ def soak(state, kubeconfig, work, git_port, seconds):
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
     member = Member(state, 1)
     start, seq, applied, next_sample = time.time(), 0, 0, 0.0
-    print(f"{'minute':>6} {'commits':>8} {'applied':>8} {'rss MiB':>8} {'anon MiB':>9} {'fds':>4}", flush=True)
+    print(f"{'minute':>6} {'commits':>8} {'applied':>8} {'rss MiB':>8} {'anon MiB':>9} {'fds':>4} {'heap MiB':>9} {'free MiB':>9}", flush=True)
     try:
         while time.time() - start < seconds:
             seq += 1
@@ -169,9 +187,9 @@ def soak(state, kubeconfig, work, git_port, seconds):
             except (OSError, http.client.HTTPException, KeyError, ValueError):
                 member = Member(state, 1)
             if time.time() - start >= next_sample:
-                print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {memory(controller.pid)}", flush=True)
+                print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {memory(controller.pid)} {heap(port)}", flush=True)
                 next_sample += 60
-        print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {memory(controller.pid)}", flush=True)
+        print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {memory(controller.pid)} {heap(port)}", flush=True)
     finally:
         controller.kill()
         controller.wait()

@@ -6,7 +6,9 @@
 //! cycle, yet its resident set crept up by about 0.08 MiB a minute for an hour while
 //! its live heap stayed at 3 MB (docs/performance.md, the memory soak): the free pages
 //! were scattered below live allocations. `malloc_trim(0)` returns the free pages of
-//! every arena, wherever they are.
+//! every arena, wherever they are. `heap` reads the allocator's own count of live and
+//! free bytes, so a long run can tell a leak (live bytes rising) from retention (free
+//! bytes rising) without a profiler.
 
 /// Returns the allocator's free pages to the system; whether any were returned. Call
 /// it when the process is idle: glibc locks each arena while it walks it.
@@ -23,4 +25,46 @@ pub fn release_free_pages() -> bool {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn release_free_pages() -> bool {
     false
+}
+
+/// What the allocator holds, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Heap {
+    /// In use by the program: arena chunks plus large mmapped blocks.
+    pub allocated: u64,
+    /// Free inside the arenas (kept for reuse; `release_free_pages` returns its whole pages).
+    pub free: u64,
+}
+
+/// The allocator's own count of live and free bytes (glibc `mallinfo2`, over all
+/// arenas), or `None` where there is no such count.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+pub fn heap() -> Option<Heap> {
+    // SAFETY: mallinfo2 takes no arguments and returns a plain struct by value; glibc
+    // locks each arena while it sums it.
+    let info = unsafe { libc::mallinfo2() };
+    Some(Heap { allocated: (info.uordblks + info.hblkhd) as u64, free: info.fordblks as u64 })
+}
+
+/// No such count outside glibc.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn heap() -> Option<Heap> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn the_heap_count_follows_allocations() {
+        let before = super::heap().expect("glibc counts its heap").allocated;
+        let block = vec![1u8; 8 << 20];
+        let during = super::heap().expect("glibc counts its heap").allocated;
+        assert!(during >= before + (8 << 20), "{before} -> {during}");
+        drop(block);
+        super::release_free_pages();
+        let after = super::heap().expect("glibc counts its heap").allocated;
+        assert!(after < during, "{during} -> {after}");
+    }
 }

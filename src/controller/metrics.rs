@@ -83,6 +83,10 @@ pub struct Metrics {
     pub autoscaler_syncs: Family<OutcomeLabel, Counter>,
     /// Member clients built: one per member, plus one whenever its credentials change.
     pub member_clients: Counter,
+    /// Heap bytes in use after the last cycle (the allocator's count).
+    pub heap_allocated: Gauge,
+    /// Heap bytes free but held by the allocator after the last cycle.
+    pub heap_free: Gauge,
 }
 
 impl Metrics {
@@ -102,6 +106,8 @@ impl Metrics {
             autoscaler_replicas: Family::default(),
             autoscaler_syncs: Family::default(),
             member_clients: Counter::default(),
+            heap_allocated: Gauge::default(),
+            heap_free: Gauge::default(),
         };
         registry.register("flotilla_fetch_seconds", "Git fetch duration", metrics.fetch_seconds.clone());
         registry.register(
@@ -138,6 +144,16 @@ impl Metrics {
             "flotilla_member_clients_built",
             "Member cluster clients built (kept across cycles; rebuilt when credentials change)",
             metrics.member_clients.clone(),
+        );
+        registry.register(
+            "flotilla_heap_allocated_bytes",
+            "Heap bytes in use after the last cycle, as the allocator counts them",
+            metrics.heap_allocated.clone(),
+        );
+        registry.register(
+            "flotilla_heap_free_bytes",
+            "Heap bytes free but kept by the allocator after the last cycle",
+            metrics.heap_free.clone(),
         );
         metrics
     }

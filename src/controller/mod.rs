@@ -483,6 +483,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                         let clock = Instant::now();
                         let released = tokio::task::spawn_blocking(crate::memory::release_free_pages).await;
                         tracing::debug!(?released, took = ?clock.elapsed(), "returned free memory to the system");
+                        if let Some(heap) = crate::memory::heap() {
+                            shared.metrics.heap_allocated.set(heap.allocated as i64);
+                            shared.metrics.heap_free.set(heap.free as i64);
+                        }
                     }
                     _ = leadership.changed() => warn!("lost the lease during a reconcile; stopping it"),
                     // Stopping mid-reconcile is safe for the same reason.
