@@ -163,7 +163,8 @@ def soak(state, kubeconfig, work, git_port, seconds):
     controller = subprocess.Popen([*wrapper, str(binary), "run", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
                                    "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "cache"), "--instance", "soak",
                                    "--interval", "10", "--resync", "60", "--webhook-secret-file", str(tmp / "secret")],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"},
+                                  start_new_session=True)
     member = Member(state, 1)
     start, seq, applied, next_sample = time.time(), 0, 0, 0.0
     print(f"{'minute':>6} {'commits':>8} {'applied':>8} {'rss MiB':>8} {'anon MiB':>9} {'fds':>4} {'heap MiB':>9} {'free MiB':>9}", flush=True)
@@ -191,7 +192,8 @@ def soak(state, kubeconfig, work, git_port, seconds):
                 next_sample += 60
         print(f"{int((time.time() - start) / 60):>6} {seq:>8} {applied:>8} {memory(controller.pid)} {heap(port)}", flush=True)
     finally:
-        controller.kill()
+        # The whole session: a wrapper (heaptrack) would otherwise leave the controller running.
+        os.killpg(controller.pid, signal.SIGKILL)
         controller.wait()
 
 
