@@ -182,14 +182,9 @@ fn get(args: GetArgs) -> anyhow::Result<Outcome> {
         if args.all_namespaces { None } else { Some(args.namespace.clone().unwrap_or_else(|| "default".into())) };
     let query = clusters::get::Query { kind: args.kind.clone(), namespace, selector: args.selector.clone() };
     let query = &query;
-    let results = runtime()?.block_on(clusters::each(
-        &Default::default(),
-        &kubeconfig,
-        &names,
-        trust,
-        timeout,
-        |client, _| async move { clusters::get::list(&client, query).await },
-    ));
+    let results = runtime()?.block_on(clusters::each(&kubeconfig, &names, trust, timeout, |client, _| async move {
+        clusters::get::list(&client, query).await
+    }));
     let mut outcome = Outcome::Clean;
     let mut listings = Vec::new();
     for (name, result) in names.into_iter().zip(results) {
@@ -223,14 +218,9 @@ fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
     let names: Vec<String> = plan.loaded.clusters.iter().map(|c| c.name.clone()).collect();
     let trust = clusters::connect::Trust::default();
     let plan_ref = &plan;
-    let results = runtime()?.block_on(clusters::each(
-        &Default::default(),
-        &kubeconfig,
-        &names,
-        trust,
-        timeout,
-        |client, name| async move { clusters::status::observe_cluster(&client, plan_ref, name).await },
-    ));
+    let results = runtime()?.block_on(clusters::each(&kubeconfig, &names, trust, timeout, |client, name| async move {
+        clusters::status::observe_cluster(&client, plan_ref, name).await
+    }));
     let mut outcome = report(&plan);
     let mut observed = Vec::new();
     for (name, result) in names.into_iter().zip(results) {

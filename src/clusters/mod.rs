@@ -194,11 +194,10 @@ where
     }
 }
 
-/// Runs `work` against every named cluster concurrently, each with its own client from
-/// `pool`; one result per cluster, in order. Connection failures are that cluster's
-/// result.
+/// Runs `work` against every named cluster concurrently, each with its own client; one
+/// result per cluster, in order. Connection failures are that cluster's result. (A
+/// one-shot: the long-running controller keeps its clients in a [`connect::Pool`].)
 pub async fn each<'a, T, F, Fut>(
-    pool: &'a connect::Pool,
     kubeconfig: &'a Kubeconfig,
     names: &'a [String],
     trust: connect::Trust,
@@ -211,8 +210,9 @@ where
 {
     let work = &work;
     futures::future::join_all(names.iter().map(|name| async move {
-        let client =
-            pool.client(kubeconfig, name, trust, timeout).await.map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+        let client = connect::client(kubeconfig, name, trust, timeout)
+            .await
+            .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
         work(client, name).await
     }))
     .await
