@@ -158,11 +158,6 @@ impl Metrics {
         metrics
     }
 
-    /// Brings the member-client counter up to the pool's count.
-    pub fn clients_built(&self, built: u64) {
-        self.member_clients.inc_by(built.saturating_sub(self.member_clients.get()));
-    }
-
     /// Counts an error.
     pub fn error(&self, cluster: &str, reason: &str) {
         self.errors.get_or_create(&ErrorLabels { cluster: cluster.into(), reason: reason.into() }).inc();

@@ -217,7 +217,6 @@ async fn autoscale_loop(config: Arc<Config>, watched: Arc<Mutex<git::Watched>>, 
             Err(_) => "failed",
         };
         shared.metrics.autoscaler_syncs.get_or_create(&metrics::OutcomeLabel { outcome: label.into() }).inc();
-        shared.metrics.clients_built(shared.members.built());
         for (id, status) in &state.status {
             for (kind, value) in [("current", status.current_replicas), ("desired", status.desired_replicas)] {
                 if let Some(value) = value {
@@ -402,6 +401,7 @@ pub struct Shared {
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
+    let members = clusters::connect::Pool::counting(metrics.member_clients.clone());
     let shared = Arc::new(Shared {
         registry,
         metrics,
@@ -417,7 +417,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         autoscaler: Arc::default(),
         force_cycle: AtomicBool::new(false),
         renders: Default::default(),
-        members: Default::default(),
+        members,
         host: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind(&config.listen)
@@ -643,7 +643,6 @@ async fn render(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid,
 
 /// Records each cluster's outcome in metrics and `/status`; true when all succeeded.
 fn record(shared: &Shared, head: git2::Oid, outcomes: Vec<(String, clusters::Outcome)>, took: Duration) -> bool {
-    shared.metrics.clients_built(shared.members.built());
     let mut all_ok = true;
     let mut status = shared.status.lock().expect("status lock");
     // Clusters the revision no longer declares leave the status and the revision gauge.
