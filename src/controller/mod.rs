@@ -583,13 +583,7 @@ async fn cycle(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid, 
     };
     let clock = Instant::now();
     let outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;
-    let done = record(shared, head, outcomes, clock.elapsed());
-    // Pull members are listed, never contacted.
-    let mut status = shared.status.lock().expect("status lock");
-    for name in pulled {
-        status.clusters.insert(name, format!("{head}: syncMode Pull: applied by its agent"));
-    }
-    done
+    record(shared, head, outcomes, &pulled, clock.elapsed())
 }
 
 /// Renders `head` completely; a failure is reported and leaves what is applied alone.
@@ -642,11 +636,21 @@ async fn render(config: &Config, watched: &Mutex<git::Watched>, head: git2::Oid,
 }
 
 /// Records each cluster's outcome in metrics and `/status`; true when all succeeded.
-fn record(shared: &Shared, head: git2::Oid, outcomes: Vec<(String, clusters::Outcome)>, took: Duration) -> bool {
+fn record(
+    shared: &Shared,
+    head: git2::Oid,
+    outcomes: Vec<(String, clusters::Outcome)>,
+    pulled: &[String],
+    took: Duration,
+) -> bool {
     let mut all_ok = true;
     let mut status = shared.status.lock().expect("status lock");
-    // Clusters the revision no longer declares leave the status and the revision gauge.
+    // Clusters the revision no longer declares leave the status; only those applied from
+    // here keep a revision gauge. Pull members are listed, never contacted.
     status.clusters.retain(|c, _| outcomes.iter().any(|(o, _)| o == c));
+    for name in pulled {
+        status.clusters.insert(name.clone(), format!("{head}: syncMode Pull: applied by its agent"));
+    }
     let gone: Vec<String> =
         status.revisions.keys().filter(|c| !outcomes.iter().any(|(o, _)| o == *c)).cloned().collect();
     for cluster in gone {
