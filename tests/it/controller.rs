@@ -473,6 +473,7 @@ pub struct InPod {
     dir: tempfile::TempDir,
     host: String,
     port: String,
+    namespace: String,
 }
 
 impl InPod {
@@ -486,7 +487,7 @@ impl InPod {
         std::fs::write(dir.path().join("ca.crt"), ca).unwrap();
         let server = entry["cluster"]["server"].as_str().unwrap().trim_start_matches("https://");
         let (host, port) = server.rsplit_once(':').unwrap();
-        InPod { dir, host: host.to_owned(), port: port.to_owned() }
+        InPod { dir, host: host.to_owned(), port: port.to_owned(), namespace: namespace.to_owned() }
     }
 
     /// `program` as it would run in the Pod.
@@ -500,12 +501,11 @@ impl InPod {
         );
         let mut command = Command::new("unshare");
         command.args(["--mount", "sh", "-c", &script, program]);
-        let namespace = std::fs::read_to_string(self.dir.path().join("namespace")).unwrap();
         command
             .env_remove("KUBECONFIG")
             .env("KUBERNETES_SERVICE_HOST", &self.host)
             .env("KUBERNETES_SERVICE_PORT", &self.port)
-            .env("POD_NAMESPACE", namespace);
+            .env("POD_NAMESPACE", &self.namespace);
         command
     }
 }
