@@ -10,17 +10,8 @@
 # Usage: hack/demo-fhpa.sh        (needs what hack/local-up.sh needs, and cargo)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d -t flotilla-demo-XXXXXX)
-export FLOTILLA_CLUSTERS_DIR=$tmp/clusters KUBECONFIG_OUT=$tmp/members.config
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  "$root/hack/local-down.sh" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-say() { printf '\n== %s\n' "$*"; }
+. "$root/hack/lib/scratch.sh"
+scratch demo
 
 say "building flotilla"
 (cd "$root" && cargo build --release -q --bin flotilla)
@@ -30,28 +21,16 @@ say "starting member1..member3"
 FLOTILLA_OWNER_PID=$$ "$root/hack/local-up.sh" 3 | tail -1
 
 say "serving a copy of examples/repo with git-daemon"
-git init -q --bare -b main "$tmp/fleet.git"
 cp -r "$root/examples/repo" "$tmp/work"
-git -C "$tmp/work" init -q -b main
-git -C "$tmp/work" add -A
-git -C "$tmp/work" -c user.name=demo -c user.email=demo@example.invalid commit -qm "the seed tutorials"
-git -C "$tmp/work" push -q "$tmp/fleet.git" HEAD:main
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-git_port=$(free_port) http_port=$(free_port)
-"$(git --exec-path)/git-daemon" --reuseaddr --export-all --enable=receive-pack --listen=127.0.0.1 \
-  --port="$git_port" --base-path="$tmp" "$tmp" 2>/dev/null &
-pids+=($!)
+serve_work "the seed tutorials"
+http_port=$(free_port)
 
 say "flotilla run (autoscaler sync every 5 s, write-back to Git)"
 RUST_LOG=info "$flotilla" run --repo "git://127.0.0.1:$git_port/fleet.git" --kubeconfig "$KUBECONFIG_OUT" \
   --listen "127.0.0.1:$http_port" --cache-dir "$tmp/cache" --interval 2 --autoscale-interval 5 \
   >"$tmp/controller.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 90); do
-  curl -sf "http://127.0.0.1:$http_port/readyz" >/dev/null && break
-  sleep 1
-done
-curl -sf "http://127.0.0.1:$http_port/readyz" >/dev/null || { echo "the controller never became ready" >&2; tail "$tmp/controller.log" >&2; exit 1; }
+wait_ready "$http_port" "the controller"
 
 # The load driver: every second, a PodMetrics sample for every nginx pod in member1 and
 # member2 with the CPU (millicores) in $tmp/load.

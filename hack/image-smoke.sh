@@ -15,17 +15,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 packages=ca-certificates,libssl3
 rootfs=$HOME/.cache/flotilla/rootfs-bookworm
-tmp=$(mktemp -d -t flotilla-image-XXXXXX)
-export FLOTILLA_CLUSTERS_DIR=$tmp/clusters KUBECONFIG_OUT=$tmp/members.config
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  "$root/hack/local-down.sh" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-say() { printf '== %s\n' "$*"; }
+. "$root/hack/lib/scratch.sh"
+scratch image
 
 if [ "$(cat "$rootfs/.packages" 2>/dev/null)" != "$packages" ]; then
   say "debootstrap bookworm with $packages"
@@ -50,7 +41,6 @@ say "one member cluster"
 FLOTILLA_OWNER_PID=$$ "$root/hack/local-up.sh" 1 | tail -1
 
 say "a fleet served by git-daemon"
-git init -q --bare -b main "$tmp/fleet.git"
 mkdir "$tmp/work"
 cat >"$tmp/work/fleet.yaml" <<'EOF'
 apiVersion: cluster.karmada.io/v1alpha1
@@ -69,15 +59,8 @@ metadata: {name: everything, namespace: default}
 spec:
   resourceSelectors: [{apiVersion: v1, kind: ConfigMap, name: from-the-image}]
 EOF
-git -C "$tmp/work" init -q -b main
-git -C "$tmp/work" add -A
-git -C "$tmp/work" -c user.name=smoke -c user.email=smoke@example.invalid commit -qm fleet
-git -C "$tmp/work" push -q "$tmp/fleet.git" HEAD:main
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-git_port=$(free_port) http_port=$(free_port)
-"$(git --exec-path)/git-daemon" --reuseaddr --export-all --listen=127.0.0.1 \
-  --port="$git_port" --base-path="$tmp" "$tmp" 2>/dev/null &
-pids+=($!)
+serve_work fleet
+http_port=$(free_port)
 
 say "flotilla run in the image root: uid 65532, read-only root, tmpfs cache"
 chmod 0644 "$KUBECONFIG_OUT"
@@ -94,12 +77,7 @@ unshare --mount sh -c '
   --repo "git://127.0.0.1:$git_port/fleet.git" --kubeconfig /etc/flotilla/members/kubeconfig \
   --listen "127.0.0.1:$http_port" --cache-dir /var/cache/flotilla --log-format json >"$tmp/controller.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 60); do
-  curl -sf "http://127.0.0.1:$http_port/readyz" >/dev/null && break
-  sleep 1
-done
-curl -sf "http://127.0.0.1:$http_port/readyz" >/dev/null \
-  || { echo "the controller in the image root never became ready" >&2; tail "$tmp/controller.log" >&2; exit 1; }
+wait_ready "$http_port" "the controller in the image root"
 pki=$FLOTILLA_CLUSTERS_DIR/member1/pki
 value=$(curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
   "https://127.0.0.1:$(cat "$FLOTILLA_CLUSTERS_DIR/member1/port")/api/v1/namespaces/default/configmaps/from-the-image" \
