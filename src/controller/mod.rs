@@ -479,14 +479,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                         if done {
                             applied = Some(head);
                         }
-                        // The cycle's garbage is freed now; give its pages back.
-                        let clock = Instant::now();
-                        let released = tokio::task::spawn_blocking(crate::memory::release_free_pages).await;
-                        tracing::debug!(?released, took = ?clock.elapsed(), "returned free memory to the system");
-                        if let Some(heap) = crate::memory::heap() {
-                            shared.metrics.heap_allocated.set(heap.allocated as i64);
-                            shared.metrics.heap_free.set(heap.free as i64);
-                        }
+                        hand_back_memory(&shared).await;
                     }
                     _ = leadership.changed() => warn!("lost the lease during a reconcile; stopping it"),
                     // Stopping mid-reconcile is safe for the same reason.
@@ -506,6 +499,19 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     shared.ready.store(false, Ordering::Relaxed);
     leadership.release().await;
     Ok(())
+}
+
+/// After a cycle its garbage is freed: gives the allocator's free pages back to the
+/// system (on a blocking thread; glibc locks each arena while it trims it) and records
+/// what the heap holds.
+async fn hand_back_memory(shared: &Shared) {
+    let clock = Instant::now();
+    let released = tokio::task::spawn_blocking(crate::memory::release_free_pages).await;
+    tracing::debug!(?released, took = ?clock.elapsed(), "returned free memory to the system");
+    if let Some(heap) = crate::memory::heap() {
+        shared.metrics.heap_allocated.set(heap.allocated as i64);
+        shared.metrics.heap_free.set(heap.free as i64);
+    }
 }
 
 /// Becomes true on SIGINT or SIGTERM (what Kubernetes sends a Pod it stops). One
