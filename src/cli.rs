@@ -1,6 +1,7 @@
 //! The command line. Others script against it: keep it stable.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -53,12 +54,12 @@ pub struct RunArgs {
     /// Subdirectory of the repository holding the fleet.
     #[arg(long, default_value = "", env = "FLOTILLA_PATH")]
     pub path: String,
-    /// Seconds between fetches.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
-    pub interval: u64,
-    /// Seconds between reconciles when Git does not move (drift correction).
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
-    pub resync: u64,
+    /// Time between fetches (`30s`, `5m`, `1h`; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    pub interval: Duration,
+    /// Time between reconciles when Git does not move (drift correction).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
+    pub resync: Duration,
     /// Kubeconfig with one context per member cluster (re-read every cycle). With
     /// --agent and without this, the member is the cluster the agent runs in.
     #[arg(long, value_name = "FILE", env = "KUBECONFIG", required_unless_present_any = ["member_secrets", "agent"])]
@@ -72,9 +73,14 @@ pub struct RunArgs {
     /// Pull members; agents do not run the autoscaler.
     #[arg(long, value_name = "CLUSTER")]
     pub agent: Option<String>,
-    /// Address for /healthz, /readyz, /metrics, /status and webhooks.
+    /// Address for /healthz, /readyz, /metrics, /status (and webhooks, unless
+    /// --webhook-listen serves them apart).
     #[arg(long, default_value = "127.0.0.1:8080", env = "FLOTILLA_LISTEN")]
     pub listen: String,
+    /// Serve webhooks on this address only, so exposing them (an Ingress) does not
+    /// expose /status and /metrics.
+    #[arg(long, value_name = "ADDR", env = "FLOTILLA_WEBHOOK_LISTEN", requires = "webhook_secret_file")]
+    pub webhook_listen: Option<String>,
     /// File holding the webhook secret (HMAC key / GitLab token); without it webhooks are off.
     #[arg(long, value_name = "FILE", env = "FLOTILLA_WEBHOOK_SECRET_FILE")]
     pub webhook_secret_file: Option<PathBuf>,
@@ -97,12 +103,12 @@ pub struct RunArgs {
     /// The controller's namespace in the host cluster: its Lease and member Secrets.
     #[arg(long, alias = "lease-namespace", default_value = "flotilla-system", env = "POD_NAMESPACE")]
     pub namespace: String,
-    /// Seconds a lease stays valid without renewal; a standby takes over after it.
-    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
-    pub lease_duration: u64,
-    /// Seconds between autoscaler syncs (FederatedHPA and CronFederatedHPA).
-    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
-    pub autoscale_interval: u64,
+    /// How long a lease stays valid without renewal; a standby takes over after it.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
+    pub lease_duration: Duration,
+    /// Time between autoscaler syncs (FederatedHPA and CronFederatedHPA).
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
+    pub autoscale_interval: Duration,
     /// Where autoscaler decisions go: a commit to the branch, a ConfigMap in the host
     /// cluster that renders read, or nowhere (report only).
     #[arg(long, value_enum, default_value = "git")]
@@ -149,9 +155,9 @@ pub struct StatusArgs {
     /// Kubeconfig with one context per member cluster, named after it.
     #[arg(long, value_name = "FILE", env = "KUBECONFIG", required_unless_present = "controller")]
     pub kubeconfig: Option<PathBuf>,
-    /// Seconds before a request gives up.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
-    pub request_timeout: u64,
+    /// How long a request may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub request_timeout: Duration,
 }
 
 /// `flotilla get`.
@@ -180,9 +186,9 @@ pub struct GetArgs {
     /// Trust kubeconfig clusters that skip TLS verification.
     #[arg(long)]
     pub allow_insecure_tls: bool,
-    /// Seconds before a request gives up.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
-    pub request_timeout: u64,
+    /// How long a request may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub request_timeout: Duration,
 }
 
 /// `flotilla apply`.
@@ -220,12 +226,12 @@ pub struct ReconcileArgs {
     /// Requests in flight per cluster.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
-    /// Seconds before one request gives up.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
-    pub request_timeout: u64,
-    /// Seconds one cluster may take in total.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
-    pub cluster_timeout: u64,
+    /// How long one request may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub request_timeout: Duration,
+    /// How long one cluster may take in total.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
+    pub cluster_timeout: Duration,
 }
 
 /// Where the repo comes from.
@@ -276,4 +282,63 @@ fn instance_name(value: &str) -> Result<String, String> {
         && !value.starts_with('-')
         && !value.ends_with('-');
     if ok { Ok(value.to_owned()) } else { Err("must be lowercase letters, digits and '-', at most 40".into()) }
+}
+
+/// A duration as Kubernetes tools write them (Go's `time.ParseDuration`): a sequence of
+/// decimal numbers with units `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`, such as `30s`,
+/// `1.5h` or `2h45m`. A bare number is seconds, as these flags took before.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let invalid = || format!("invalid duration {text:?}: use a number of seconds or units like 30s, 5m, 1h30m");
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    if text.is_empty() {
+        return Err(invalid());
+    }
+    let mut rest = text;
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(invalid)?;
+        let number: f64 = rest[..number_end].parse().map_err(|_| invalid())?;
+        rest = &rest[number_end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(invalid()),
+        };
+        total += number * scale;
+        rest = &rest[unit_end..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| invalid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_kubernetes_tools_write_them() {
+        let ok = [
+            ("30", 30_000),
+            ("2s", 2_000),
+            ("500ms", 500),
+            ("5m", 300_000),
+            ("1h", 3_600_000),
+            ("1h30m", 5_400_000),
+            ("1.5h", 5_400_000),
+            ("2m3.5s", 123_500),
+            ("0", 0),
+        ];
+        for (text, millis) in ok {
+            assert_eq!(duration(text), Ok(Duration::from_millis(millis)), "{text}");
+        }
+        for bad in ["", "s", "5x", "-1s", "1h-", "5 m", "1..5s", "1e3s"] {
+            assert!(duration(bad).is_err(), "{bad} should be refused");
+        }
+    }
 }

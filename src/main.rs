@@ -1,27 +1,43 @@
 //! `flotilla`: parse the command line, start logging, run, map the outcome to an exit
 //! code (0 success, 1 the run found problems, 2 invalid input or usage).
+//!
+//! The modules, edges first: `commands` (one per subcommand), `source` and `git` (a
+//! repository into memory), `clusters` (the executor), `host` (the host cluster),
+//! `leader` (election), `server` (HTTP), `status` and `metrics` (what loops report);
+//! the loops `reconciler` and `autoscaler`, which `controller` composes.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-mod app;
 mod autoscaler;
 mod cli;
 mod clusters;
+mod commands;
 mod controller;
+mod git;
+mod host;
+mod leader;
 mod memory;
+mod metrics;
 mod output;
+mod reconciler;
+mod server;
 mod source;
+mod status;
 mod telemetry;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     telemetry::init(cli.log_format);
-    match app::run(cli) {
+    if let Err(e) = git::bound_network_time() {
+        eprintln!("error: cannot set Git's network timeouts: {e}");
+        return ExitCode::from(2);
+    }
+    match commands::run(cli) {
         Ok(outcome) => outcome.exit_code(),
         Err(err) => {
-            eprintln!("error: {}", app::describe(&err));
+            eprintln!("error: {}", commands::describe(&err));
             ExitCode::from(2)
         }
     }

@@ -53,6 +53,19 @@ pub fn heap() -> Option<Heap> {
     None
 }
 
+/// After a cycle its garbage is freed: gives the allocator's free pages back to the
+/// system (on a blocking thread; glibc locks each arena while it trims it) and records
+/// what the heap holds.
+pub async fn hand_back(metrics: &crate::metrics::Metrics) {
+    let clock = std::time::Instant::now();
+    let released = tokio::task::spawn_blocking(release_free_pages).await;
+    tracing::debug!(?released, took = ?clock.elapsed(), "returned free memory to the system");
+    if let Some(heap) = heap() {
+        metrics.heap_allocated.set(heap.allocated as i64);
+        metrics.heap_free.set(heap.free as i64);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -5,19 +5,21 @@
 //! cluster that the render reads. Either way the next render applies it.
 
 pub mod observe;
+mod run;
 pub mod writeback;
 
+pub use run::{Autoscaler, Writer};
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flotilla_core::autoscale::{self, History, Timing, cron::Schedule};
-use flotilla_core::model::autoscale::FederatedHpaSpec;
+use flotilla_core::model::autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
 use flotilla_core::model::{Named, ObjectKey, Plan};
-use flotilla_core::render::POLICY_ANNOTATION;
-use serde::Serialize;
-use tracing::{error, info, warn};
+use tracing::warn;
 use writeback::{Edit, Target};
+
+use crate::status::AutoscalerStatus;
 
 /// Where decisions go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -41,45 +43,6 @@ pub struct Settings {
     pub author: (String, String),
     /// Tolerance and windows.
     pub timing: Timing,
-}
-
-/// One autoscaler's state, as `/status` reports it.
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AutoscalerStatus {
-    /// `FederatedHPA` or `CronFederatedHPA`.
-    pub kind: String,
-    /// The target.
-    pub target: String,
-    /// Replicas in Git (or the state ConfigMap).
-    pub current_replicas: Option<i64>,
-    /// What the last sync decided.
-    pub desired_replicas: Option<i64>,
-    /// Last time a decision was written (RFC 3339).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_scale_time: Option<String>,
-    /// Current metrics.
-    pub current_metrics: Vec<autoscale::MetricValue>,
-    /// Conditions.
-    pub conditions: Vec<autoscale::Condition>,
-    /// Why nothing changed, or what went wrong.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// CronFederatedHPA: per rule, executions (newest first) and the next run.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub rules: BTreeMap<String, RuleStatus>,
-}
-
-/// A CronFederatedHPA rule's history.
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RuleStatus {
-    /// Next scheduled run (RFC 3339); none while suspended.
-    pub next_execution_time: Option<String>,
-    /// Successful runs, newest first.
-    pub successful: Vec<String>,
-    /// Failed runs, newest first.
-    pub failed: Vec<String>,
 }
 
 /// What the autoscaler keeps between syncs (the leader's memory; a new leader starts
@@ -140,8 +103,8 @@ enum Source<'p> {
     Cron { id: String, rule: String, limits: (usize, usize) },
 }
 
-/// The context one sync needs from the controller.
-pub struct Sync<'a> {
+/// What one sync works from.
+pub struct Round<'a> {
     /// Settings.
     pub settings: &'a Settings,
     /// The last rendered revision.
@@ -155,18 +118,30 @@ pub struct Sync<'a> {
 }
 
 /// The template replicas the autoscaler starts from: the state override, else Git's.
-fn current_replicas(sync: &Sync<'_>, key: &ObjectKey) -> Option<i64> {
+fn current_replicas(sync: &Round<'_>, key: &ObjectKey) -> Option<i64> {
     let template = sync.plan.loaded.template(key)?;
     let state = sync.overrides.get(&flotilla_core::schedule::state_key(key)).copied();
     Some(state.unwrap_or_else(|| template.object.pointer("/spec/replicas").and_then(|v| v.as_i64()).unwrap_or(1)))
 }
 
 /// Evaluates every autoscaler; returns the edits to write.
-async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
+async fn evaluate<'p>(sync: &Round<'p>, state: &mut State) -> Vec<Change<'p>> {
     let mut changes = Vec::new();
     let plan = sync.plan;
     state.forget_removed(plan);
     for hpa in &plan.loaded.federated_hpas {
+        changes.extend(evaluate_hpa(sync, state, hpa).await);
+    }
+    for cron in &plan.loaded.cron_federated_hpas {
+        changes.extend(evaluate_cron(sync, state, cron));
+    }
+    changes
+}
+
+/// One FederatedHPA: observe its target in the members and decide.
+async fn evaluate_hpa<'p>(sync: &Round<'p>, state: &mut State, hpa: &'p Named<FederatedHpaSpec>) -> Option<Change<'p>> {
+    let plan = sync.plan;
+    {
         let namespace = hpa.namespace.clone().unwrap_or_else(|| "default".into());
         let id = autoscaler_id("FederatedHPA", hpa);
         let r = &hpa.spec.scale_target_ref;
@@ -182,7 +157,7 @@ async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
         let Some(current) = current_replicas(sync, &key) else {
             status.message = Some(format!("the target {key} is not declared in the repository; not scaling"));
             status.conditions.clear();
-            continue;
+            return None;
         };
         let index = plan.loaded.templates.binary_search_by(|t| t.key.cmp(&key)).expect("found above");
         let clusters: Vec<String> = plan
@@ -202,7 +177,7 @@ async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
         status.current_replicas = Some(current);
         status.desired_replicas = Some(decision.desired);
         status.current_metrics = decision.metrics.clone();
-        status.conditions = decision.conditions.clone();
+        status.conditions = decision.conditions.iter().map(Into::into).collect();
         status.message = match decision.desired == current {
             true => Some(
                 decision
@@ -213,16 +188,23 @@ async fn evaluate<'p>(sync: &Sync<'p>, state: &mut State) -> Vec<Change<'p>> {
             ),
             false => None,
         };
-        if decision.desired != current {
-            let reason = decision.reason.clone().unwrap_or_default();
-            changes.push(Change {
-                edit: Edit { target: Target::Template(key.clone()), field: "replicas", value: decision.desired },
-                line: format!("{key}: replicas {current} → {} ({id}: {reason})", decision.desired),
-                source: Source::Hpa { id, spec: &hpa.spec, decision },
-            });
+        if decision.desired == current {
+            return None;
         }
+        let reason = decision.reason.clone().unwrap_or_default();
+        Some(Change {
+            edit: Edit { target: Target::Template(key.clone()), field: "replicas", value: decision.desired },
+            line: format!("{key}: replicas {current} → {} ({id}: {reason})", decision.desired),
+            source: Source::Hpa { id, spec: &hpa.spec, decision },
+        })
     }
-    for cron in &plan.loaded.cron_federated_hpas {
+}
+
+/// One CronFederatedHPA: the rules due since the last sync.
+fn evaluate_cron<'p>(sync: &Round<'p>, state: &mut State, cron: &'p Named<CronFederatedHpaSpec>) -> Vec<Change<'p>> {
+    let plan = sync.plan;
+    let mut changes = Vec::new();
+    {
         let namespace = cron.namespace.clone().unwrap_or_else(|| "default".into());
         let id = autoscaler_id("CronFederatedHPA", cron);
         let r = &cron.spec.scale_target_ref;
@@ -308,7 +290,7 @@ struct RuleRun {
 
 /// One sync: evaluate, then write what changed. Returns whether anything was written.
 pub async fn sync(
-    sync: Sync<'_>,
+    sync: Round<'_>,
     state: &mut State,
     write: impl AsyncFnOnce(Vec<Edit>, String) -> Result<bool, String>,
 ) -> Result<bool, String> {
@@ -368,73 +350,6 @@ fn change_target(target: &Edit) -> String {
     }
 }
 
-/// The state ConfigMap's name.
-pub fn state_configmap(instance: &str) -> String {
-    format!("flotilla-replicas-{instance}")
-}
-
-/// Reads `--writeback=state` decisions: state key → replicas.
-pub async fn read_state(host: &kube::Client, namespace: &str, instance: &str) -> Result<BTreeMap<String, i64>, String> {
-    use k8s_openapi::api::core::v1::ConfigMap;
-    let api: kube::Api<ConfigMap> = kube::Api::namespaced(host.clone(), namespace);
-    let Some(cm) = api.get_opt(&state_configmap(instance)).await.map_err(|e| e.to_string())? else {
-        return Ok(BTreeMap::new());
-    };
-    Ok(cm
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|(k, v)| Some((k.replace('.', "/").replacen("~", ".", usize::MAX), v.trim().parse().ok()?)))
-        .collect())
-}
-
-/// ConfigMap keys allow `[-._a-zA-Z0-9]`; state keys have `/`. `/` is written as `.`
-/// and a literal `.` as `~`.
-fn state_data_key(key: &ObjectKey) -> String {
-    flotilla_core::schedule::state_key(key).replace('.', "~").replace('/', ".")
-}
-
-/// Writes `--writeback=state` decisions into the state ConfigMap.
-pub async fn write_state(host: &kube::Client, namespace: &str, instance: &str, edits: &[Edit]) -> Result<bool, String> {
-    use k8s_openapi::api::core::v1::ConfigMap;
-    let api: kube::Api<ConfigMap> = kube::Api::namespaced(host.clone(), namespace);
-    let mut data = BTreeMap::new();
-    for edit in edits {
-        match &edit.target {
-            Target::Template(key) => {
-                data.insert(state_data_key(key), edit.value.to_string());
-            }
-            Target::FederatedHpa { .. } => {
-                return Err(
-                    "--writeback=state keeps replica counts only; CronFederatedHPA bounds need --writeback=git".into(),
-                );
-            }
-        }
-    }
-    let patch = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": state_configmap(instance), "annotations": {POLICY_ANNOTATION: "autoscaler"}}, "data": data});
-    api.patch(
-        &state_configmap(instance),
-        &kube::api::PatchParams::apply("flotilla-autoscaler"),
-        &kube::api::Patch::Apply(patch),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    Ok(true)
-}
-
-/// Logs a sync's outcome.
-pub fn report(outcome: &Result<bool, String>) {
-    match outcome {
-        Ok(true) => info!("autoscaler wrote new replica counts"),
-        Ok(false) => {}
-        Err(e) => error!(error = %e, "autoscaler could not write its decisions"),
-    }
-}
-
-/// What `/status` shows of the autoscalers.
-pub type Shared = Arc<Mutex<BTreeMap<String, AutoscalerStatus>>>;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,7 +407,7 @@ spec:
         let kubeconfig = kube::config::Kubeconfig::default();
         let written = std::sync::Mutex::new(Vec::new());
         for &now in times {
-            let sync = Sync {
+            let sync = Round {
                 settings: &settings,
                 plan,
                 members: observe::Clients {

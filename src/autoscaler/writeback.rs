@@ -5,12 +5,15 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use flotilla_core::load::{self, ParseCache};
 use flotilla_core::model::autoscale::FederatedHpaSpec;
 use flotilla_core::model::{Limits, Loaded, Named, ObjectKey, Origin, RepoFiles, Template};
 use flotilla_core::yaml_edit;
 use serde_json::Value;
+
+use crate::git::{Files, Git, Pushed, Revision};
 
 /// What to change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,23 +69,70 @@ fn value(loaded: &Loaded, edit: &Edit) -> Option<i64> {
     }
 }
 
+/// Where and as whom decisions are committed.
+#[derive(Clone)]
+pub struct Committer {
+    /// The followed branch.
+    pub git: Git,
+    /// Subdirectory of the repository that holds the fleet.
+    pub prefix: String,
+    /// Commit author (name, email).
+    pub author: (String, String),
+    /// The parse cache the renders use (the edited head is usually parsed already).
+    pub cache: Arc<Mutex<ParseCache>>,
+}
+
+impl Committer {
+    /// Commits `edits` on the branch's head and pushes the commit. When the push is
+    /// refused because the branch moved, redoes the edit on the new head, backing off
+    /// between `attempts` (the Git thread is free meanwhile). `None`: nothing to write.
+    pub async fn commit(&self, edits: Vec<Edit>, message: String, attempts: u32) -> Result<Option<Revision>, String> {
+        let edits = Arc::new(edits);
+        let mut last = String::new();
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200 << attempt.min(5))).await;
+            }
+            let (this, edits, message) = (self.clone(), edits.clone(), message.clone());
+            let pushed = self
+                .git
+                .run(move |branch| {
+                    let author = (this.author.0.as_str(), this.author.1.as_str());
+                    branch.commit_and_push(author, &message, |repo, head| {
+                        files(repo, head, &this.prefix, &edits, &this.cache)
+                    })
+                })
+                .await
+                .map_err(|e| e.to_string())??;
+            match pushed {
+                Pushed::Commit(commit) => return Ok(Some(commit)),
+                Pushed::Nothing => return Ok(None),
+                Pushed::Refused(why) => {
+                    tracing::warn!(attempt = attempt + 1, reason = %why, "push refused; redoing the change on the new head");
+                    last = why;
+                }
+            }
+        }
+        Err(format!("push refused {attempts} times; last: {last}"))
+    }
+}
+
 /// The files to commit at `head` (repo-relative paths, under `prefix`), or `None` when
 /// every field already has its value.
 pub fn files(
-    repo_dir: &Path,
-    head: git2::Oid,
+    repo: &git2::Repository,
+    head: Revision,
     prefix: &str,
     edits: &[Edit],
     cache: &Mutex<ParseCache>,
-) -> Result<Option<crate::controller::git::Files>, String> {
+) -> Result<Option<Files>, String> {
     let limits = Limits::default();
     let loaded = {
         let mut cache = cache.lock().expect("parse cache lock");
-        let files = crate::source::read_git_subtree(repo_dir, &head.to_string(), prefix, &limits, &cache)
+        let files = crate::git::read_commit(repo, head, prefix, &limits, &cache)
             .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
         load::load_cached(&files, &mut cache, &limits).map_err(|e| format!("the head does not load: {e}"))?
     };
-    let repo = git2::Repository::open(repo_dir).map_err(|e| e.to_string())?;
     let tree = repo.find_commit(head).and_then(|c| c.tree()).map_err(|e| e.to_string())?;
     let mut by_file: BTreeMap<String, Vec<(&Edit, usize)>> = BTreeMap::new();
     for edit in edits {
@@ -179,7 +229,7 @@ mod tests {
     use std::process::Command;
 
     use super::*;
-    use crate::controller::git::{GitAuth, Watched};
+    use crate::git::{Branch, GitAuth};
 
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git").args(args).current_dir(dir).output().unwrap();
@@ -192,8 +242,8 @@ mod tests {
     /// A human pushes while the bot is pushing: the remote's pre-receive hook makes the
     /// human's push land first, so the bot's push is refused as not a fast-forward; the
     /// bot fetches, redoes its edit on the new head, and both commits survive.
-    #[test]
-    fn a_racing_human_commit_is_kept_and_the_edit_lands_on_top() {
+    #[tokio::test]
+    async fn a_racing_human_commit_is_kept_and_the_edit_lands_on_top() {
         let dir = tempfile::tempdir().unwrap();
         let remote = dir.path().join("fleet.git");
         git(dir.path(), &["init", "-q", "--bare", "-b", "main", remote.to_str().unwrap()]);
@@ -240,7 +290,13 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        let mut watched = Watched::open(&url, "main", &dir.path().join("cache"), GitAuth::default()).unwrap();
+        let branch = Branch::open(&url, "main", &dir.path().join("cache"), GitAuth::default()).unwrap();
+        let committer = Committer {
+            git: Git::spawn(branch),
+            prefix: String::new(),
+            author: ("bot".into(), "bot@example.invalid".into()),
+            cache: Arc::default(),
+        };
         let key = ObjectKey {
             api_version: "apps/v1".into(),
             kind: "Deployment".into(),
@@ -248,16 +304,11 @@ mod tests {
             name: "nginx".into(),
         };
         let edits = [Edit { target: Target::Template(key), field: "replicas", value: 10 }];
-        let cache = Mutex::new(ParseCache::default());
-        let mut attempts = 0;
-        let commit = watched
-            .commit_on_head(("bot", "bot@example.invalid"), "autoscale: nginx 1 → 10", 4, |dir, head| {
-                attempts += 1;
-                files(dir, head, "", &edits, &cache)
-            })
+        let commit = committer
+            .commit(edits.to_vec(), "autoscale: nginx 1 → 10".into(), 4)
+            .await
             .unwrap()
-            .expect("a commit");
-        assert_eq!(attempts, 2, "refused once, redone on the new head");
+            .expect("a commit, after one refusal redone on the new head");
         let log = git(&human, &["fetch", "-q"]) + &git(&human, &["log", "--format=%an %s", "origin/main"]);
         assert_eq!(log, "bot autoscale: nginx 1 → 10\nHuman human edit\nHuman initial\n");
         assert_eq!(git(&human, &["rev-parse", "origin/main"]).trim(), commit.to_string());
@@ -265,10 +316,7 @@ mod tests {
         assert_eq!(shown, NGINX.replace("replicas: 1 #", "replicas: 10 #"), "only the scalar changed");
         assert!(git(&human, &["show", "origin/main:notes.yaml"]).contains("by hand"), "the human's edit is kept");
         // Nothing to do when the value is already there: no commit.
-        let again = watched.commit_on_head(("bot", "bot@example.invalid"), "again", 2, |dir, head| {
-            files(dir, head, "", &edits, &cache)
-        });
-        assert_eq!(again, Ok(None));
+        assert_eq!(committer.commit(edits.to_vec(), "again".into(), 2).await, Ok(None));
         let _ = daemon.kill();
         let _ = daemon.wait();
     }

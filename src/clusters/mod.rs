@@ -4,6 +4,7 @@
 
 pub mod apply;
 pub mod connect;
+pub mod credentials;
 pub mod get;
 pub mod inventory;
 pub mod status;

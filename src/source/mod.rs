@@ -1,9 +1,9 @@
-//! Reading one revision of a repo into memory ([`RepoFiles`]), confined to the repo
-//! root: a symlink that leaves it refuses the whole repo, as Argo CD does after its
-//! symlink CVEs, and every file and the total are size-limited before they are read.
+//! Reading a repo into memory ([`RepoFiles`]), confined to the repo root: a symlink that
+//! leaves it refuses the whole repo, as Argo CD does after its symlink CVEs, and every
+//! file and the total are size-limited before they are read. A working directory is
+//! read here ([`read_dir`]); a Git revision by `crate::git`, with the same rules.
 
 mod dir;
-mod git;
 
 use std::path::{Path, PathBuf};
 
@@ -60,33 +60,27 @@ pub enum SourceError {
     },
 }
 
-/// Reads the working directory at `repo`, or revision `rev` of the Git repository that
-/// contains `repo` (limited to the subdirectory `repo` names).
-pub fn read(repo: &Path, rev: Option<&str>, limits: &Limits) -> Result<RepoFiles, SourceError> {
-    match rev {
-        Some(rev) => git::read(repo, rev, limits),
-        None => dir::read(repo, limits),
-    }
+/// Reads the working directory at `repo`.
+pub fn read_dir(repo: &Path, limits: &Limits) -> Result<RepoFiles, SourceError> {
+    dir::read(repo, limits)
 }
 
-/// Reads revision `rev` of a repository (a bare cache or a local one), limited to a
-/// subdirectory, listing files the parse cache holds by blob id.
-pub use git::read_subtree as read_git_subtree;
-
 /// Accumulates files under the limits.
-struct Collector<'a> {
+pub struct Collector<'a> {
     limits: &'a Limits,
     total: usize,
-    files: RepoFiles,
+    /// What was collected.
+    pub files: RepoFiles,
 }
 
 impl<'a> Collector<'a> {
-    fn new(limits: &'a Limits) -> Self {
+    /// Nothing collected yet.
+    pub fn new(limits: &'a Limits) -> Self {
         Self { limits, total: 0, files: RepoFiles::default() }
     }
 
     /// Checks the size before the content is read.
-    fn admit(&mut self, path: &str, size: u64) -> Result<(), SourceError> {
+    pub fn admit(&mut self, path: &str, size: u64) -> Result<(), SourceError> {
         if size > self.limits.max_file_bytes as u64 {
             return Err(SourceError::FileTooLarge { path: path.into(), size, limit: self.limits.max_file_bytes });
         }
@@ -97,13 +91,14 @@ impl<'a> Collector<'a> {
         Ok(())
     }
 
-    fn add(&mut self, path: String, bytes: Vec<u8>) {
+    /// Keeps an admitted file.
+    pub fn add(&mut self, path: String, bytes: Vec<u8>) {
         self.files.files.insert(path, bytes);
     }
 }
 
 /// Checks one path component of a repo path.
-fn check_component(component: &str, path: &str) -> Result<(), SourceError> {
+pub fn check_component(component: &str, path: &str) -> Result<(), SourceError> {
     if component.is_empty() || component == "." || component == ".." || component.contains(['/', '\\', '\0']) {
         return Err(SourceError::InvalidPath { path: path.into() });
     }
@@ -112,7 +107,7 @@ fn check_component(component: &str, path: &str) -> Result<(), SourceError> {
 
 /// Resolves a symlink target relative to the link's directory, lexically, refusing
 /// absolute targets and any that climb above the root. Returns the repo-relative path.
-fn resolve_link(link: &str, target: &str) -> Result<String, SourceError> {
+pub fn resolve_link(link: &str, target: &str) -> Result<String, SourceError> {
     let escaping = || SourceError::EscapingSymlink { path: link.into() };
     if target.starts_with('/') || target.starts_with('\\') {
         return Err(escaping());

@@ -194,8 +194,28 @@ async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_take
 pub struct Served {
     pub served: tempfile::TempDir,
     pub work: tempfile::TempDir,
-    _daemon: Running,
+    pub daemon: Running,
     pub port: u16,
+}
+
+impl Served {
+    /// Starts serving again on the same port after `daemon` was killed.
+    pub fn restart(&mut self) {
+        self.daemon = daemon(self.served.path(), self.port);
+    }
+}
+
+/// A git daemon serving `base` on `port`, with pushes allowed.
+fn daemon(base: &Path, port: u16) -> Running {
+    let daemon = git_daemon()
+        .args(["--reuseaddr", "--export-all", "--enable=receive-pack", "--listen=127.0.0.1", &format!("--port={port}")])
+        .arg(format!("--base-path={}", base.display()))
+        .arg(base)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Running(daemon)
 }
 
 /// Git's daemon itself (`git daemon` forks it, and killing the wrapper would leave the
@@ -213,15 +233,8 @@ pub fn serve(initial: &str) -> Served {
     write(work.path(), "fleet.yaml", initial.as_bytes());
     commit_and_push(work.path(), "initial");
     let port = free_port();
-    let daemon = git_daemon()
-        .args(["--reuseaddr", "--export-all", "--enable=receive-pack", "--listen=127.0.0.1", &format!("--port={port}")])
-        .arg(format!("--base-path={}", served.path().display()))
-        .arg(served.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    Served { served, work, _daemon: Running(daemon), port }
+    let daemon = daemon(served.path(), port);
+    Served { served, work, daemon, port }
 }
 
 #[tokio::test(flavor = "multi_thread")]

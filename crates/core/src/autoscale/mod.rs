@@ -115,7 +115,7 @@ pub struct Observed<'a> {
 }
 
 /// One metric's current value, as the status reports it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricValue {
     /// `Resource` or `ContainerResource`.

@@ -1,4 +1,6 @@
-//! The controller's Prometheus metrics (OpenMetrics text at `/metrics`).
+//! The controller's Prometheus metrics (OpenMetrics text at `/metrics`). Every loop
+//! records into the one [`Metrics`]; a cluster that leaves the repository takes all of
+//! its series with it ([`Metrics::forget_cluster`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -19,8 +21,53 @@ pub struct ClusterLabel {
 pub struct ErrorLabels {
     /// Cluster name, or `-` for errors before any cluster (fetch, render).
     pub cluster: String,
-    /// A fixed reason: fetch, render, reconcile, object.
+    /// One of [`ErrorReason`]'s labels.
     pub reason: String,
+}
+
+/// Why an error was counted: the fixed set of `reason` labels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorReason {
+    /// The branch could not be fetched.
+    Fetch,
+    /// A revision did not render.
+    Render,
+    /// The autoscaler's state ConfigMap could not be read.
+    AutoscalerState,
+    /// Member credentials could not be read.
+    Credentials,
+    /// An agent's member is undeclared or not `syncMode: Pull`.
+    SyncMode,
+    /// A cluster could not be reconciled.
+    Reconcile,
+    /// One object could not be applied.
+    Object,
+}
+
+impl ErrorReason {
+    /// Every reason, for removing a cluster's series.
+    const ALL: [ErrorReason; 7] = [
+        Self::Fetch,
+        Self::Render,
+        Self::AutoscalerState,
+        Self::Credentials,
+        Self::SyncMode,
+        Self::Reconcile,
+        Self::Object,
+    ];
+
+    /// The label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Fetch => "fetch",
+            Self::Render => "render",
+            Self::AutoscalerState => "autoscaler-state",
+            Self::Credentials => "credentials",
+            Self::SyncMode => "sync-mode",
+            Self::Reconcile => "reconcile",
+            Self::Object => "object",
+        }
+    }
 }
 
 /// Labels of a webhook delivery.
@@ -87,6 +134,11 @@ pub struct Metrics {
     pub heap_allocated: Gauge,
     /// Heap bytes free but held by the allocator after the last cycle.
     pub heap_free: Gauge,
+    /// 1 while the last fetch of the branch failed (the last good revision is still
+    /// reconciled on every resync).
+    pub source_unavailable: Gauge,
+    /// 1 while this instance leads (always 1 without leader election).
+    pub leading: Gauge,
 }
 
 impl Metrics {
@@ -108,7 +160,15 @@ impl Metrics {
             member_clients: Counter::default(),
             heap_allocated: Gauge::default(),
             heap_free: Gauge::default(),
+            source_unavailable: Gauge::default(),
+            leading: Gauge::default(),
         };
+        metrics.register(registry);
+        metrics
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        let metrics = self;
         registry.register("flotilla_fetch_seconds", "Git fetch duration", metrics.fetch_seconds.clone());
         registry.register(
             "flotilla_render_seconds",
@@ -155,11 +215,31 @@ impl Metrics {
             "Heap bytes free but kept by the allocator after the last cycle",
             metrics.heap_free.clone(),
         );
-        metrics
+        registry.register(
+            "flotilla_source_unavailable",
+            "1 while the last fetch of the branch failed",
+            metrics.source_unavailable.clone(),
+        );
+        registry.register("flotilla_leading", "1 while this instance leads", metrics.leading.clone());
     }
 
     /// Counts an error.
-    pub fn error(&self, cluster: &str, reason: &str) {
-        self.errors.get_or_create(&ErrorLabels { cluster: cluster.into(), reason: reason.into() }).inc();
+    pub fn error(&self, cluster: &str, reason: ErrorReason) {
+        self.errors.get_or_create(&ErrorLabels { cluster: cluster.into(), reason: reason.label().into() }).inc();
+    }
+
+    /// Removes every series of a cluster the repository no longer declares; `revision`
+    /// is the one its applied-revision gauge names, if any.
+    pub fn forget_cluster(&self, cluster: &str, revision: Option<&str>) {
+        let label = ClusterLabel { cluster: cluster.into() };
+        self.reconcile_seconds.remove(&label);
+        self.applied.remove(&label);
+        self.pruned.remove(&label);
+        for reason in ErrorReason::ALL {
+            self.errors.remove(&ErrorLabels { cluster: cluster.into(), reason: reason.label().into() });
+        }
+        if let Some(revision) = revision {
+            self.applied_revision.remove(&RevisionLabels { cluster: cluster.into(), revision: revision.into() });
+        }
     }
 }

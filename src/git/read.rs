@@ -1,4 +1,4 @@
-//! A Git revision read straight from the object database: no checkout, no working-tree
+//! A revision read straight from the object database: no checkout, no working-tree
 //! state, the same bytes on every machine.
 
 use std::path::Path;
@@ -7,7 +7,8 @@ use flotilla_core::load::ParseCache;
 use flotilla_core::model::{Limits, RepoFiles};
 use git2::{ObjectType, Repository, Tree};
 
-use super::{Collector, SourceError, check_component, resolve_link};
+use super::Revision;
+use crate::source::{Collector, SourceError, check_component, resolve_link};
 
 const SYMLINK_MODE: i32 = 0o120000;
 
@@ -16,37 +17,29 @@ fn git(what: impl Into<String>) -> impl FnOnce(git2::Error) -> SourceError {
     move |source| SourceError::Git { what, source }
 }
 
-/// Reads `rev` of the repository containing `path`, limited to the subtree at `path`.
+/// Reads `rev` (a branch, tag or commit name) of the repository containing `path`,
+/// limited to the subtree at `path`.
 pub fn read(path: &Path, rev: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
     let repo = Repository::discover(path).map_err(git(format!("{} is not inside a Git repository", path.display())))?;
     let prefix = subdirectory(&repo, path)?;
-    read_tree(&repo, rev, &prefix, limits, &ParseCache::default())
-}
-
-/// Reads `rev` of the repository at `repo_dir` (bare or not), limited to `prefix`.
-/// Blobs whose documents `cache` holds are listed by id and not read.
-pub fn read_subtree(
-    repo_dir: &Path,
-    rev: &str,
-    prefix: &str,
-    limits: &Limits,
-    cache: &ParseCache,
-) -> Result<RepoFiles, SourceError> {
-    let repo = Repository::open(repo_dir).map_err(git(format!("{} is not a Git repository", repo_dir.display())))?;
-    read_tree(&repo, rev, prefix.trim_matches('/'), limits, cache)
-}
-
-fn read_tree(
-    repo: &Repository,
-    rev: &str,
-    prefix: &str,
-    limits: &Limits,
-    cache: &ParseCache,
-) -> Result<RepoFiles, SourceError> {
     let commit = repo
         .revparse_single(rev)
         .and_then(|o| o.peel_to_commit())
         .map_err(git(format!("cannot resolve revision {rev}")))?;
+    read_commit(&repo, commit.id(), &prefix, limits, &ParseCache::default())
+}
+
+/// Reads commit `rev` of `repo` (bare or not), limited to `prefix`. Blobs whose
+/// documents `cache` holds are listed by id and not read.
+pub fn read_commit(
+    repo: &Repository,
+    rev: Revision,
+    prefix: &str,
+    limits: &Limits,
+    cache: &ParseCache,
+) -> Result<RepoFiles, SourceError> {
+    let prefix = prefix.trim_matches('/');
+    let commit = repo.find_commit(rev).map_err(git(format!("cannot read commit {rev}")))?;
     let root = commit.tree().map_err(git("cannot read the commit's tree"))?;
     let tree = if prefix.is_empty() {
         root

@@ -1,63 +1,44 @@
-//! HTTP: `/healthz`, `/readyz`, `/metrics`, `/status`, and push webhooks from GitHub
-//! (`X-Hub-Signature-256`), GitLab (`X-Gitlab-Token`) and anything that can sign a body
-//! (`X-Flotilla-Signature-256`, the same HMAC-SHA256 scheme). A delivery with a bad
-//! signature, a body over 1 MiB or a malformed payload is refused and counted, and
-//! never triggers a fetch.
+//! Push webhooks from GitHub (`X-Hub-Signature-256`), GitLab (`X-Gitlab-Token`) and
+//! anything that can sign a body (`X-Flotilla-Signature-256`, the same HMAC-SHA256
+//! scheme). A delivery with a bad signature, a body over 1 MiB or a malformed payload is
+//! refused and counted, and never triggers a fetch.
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use super::Shared;
-use super::metrics::WebhookLabels;
+use crate::metrics::{Metrics, WebhookLabels};
 
 /// Largest webhook body read.
 const MAX_BODY: usize = 1 << 20;
 
-/// The router.
-pub fn router(shared: Arc<Shared>) -> Router {
+/// What webhook deliveries need.
+pub struct Webhooks {
+    /// The shared secret (never empty: refused at start).
+    pub secret: Vec<u8>,
+    /// The branch a push must name.
+    pub branch: String,
+    /// Deliveries are counted here.
+    pub metrics: Arc<Metrics>,
+    /// Wakes the reconcile loop.
+    pub push: Box<dyn Fn() + Send + Sync>,
+}
+
+/// The webhook routes.
+pub fn router(webhooks: Webhooks) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(ready))
-        .route("/metrics", get(metrics))
-        .route("/status", get(status))
         .route("/webhook/github", post(github))
         .route("/webhook/gitlab", post(gitlab))
         .route("/webhook/generic", post(generic))
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(shared)
-}
-
-async fn ready(State(shared): State<Arc<Shared>>) -> Response {
-    if shared.ready.load(std::sync::atomic::Ordering::Relaxed) {
-        "ready".into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "no revision applied yet").into_response()
-    }
-}
-
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
-    let mut text = String::new();
-    match prometheus_client::encoding::text::encode(&mut text, &shared.registry) {
-        Ok(()) => ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
-}
-
-async fn status(State(shared): State<Arc<Shared>>) -> Response {
-    let mut status =
-        serde_json::to_value(shared.status.lock().expect("status lock").clone()).expect("status serialises");
-    let autoscalers = serde_json::to_value(&*shared.autoscaler.lock().expect("autoscaler lock")).expect("serialises");
-    status["autoscalers"] = autoscalers;
-    ([(header::CONTENT_TYPE, "application/json")], status.to_string()).into_response()
+        .with_state(Arc::new(webhooks))
 }
 
 /// Verifies `sha256=<hex>` against HMAC-SHA256(secret, body), in constant time.
@@ -84,32 +65,28 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn github(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn github(State(hooks): State<Arc<Webhooks>>, headers: HeaderMap, body: Bytes) -> Response {
     let signed = |secret: &[u8]| signature_valid(secret, &body, header(&headers, "x-hub-signature-256"));
-    deliver(&shared, "github", signed, &body)
+    deliver(&hooks, "github", signed, &body)
 }
 
-async fn gitlab(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn gitlab(State(hooks): State<Arc<Webhooks>>, headers: HeaderMap, body: Bytes) -> Response {
     let signed = |secret: &[u8]| token_valid(secret, header(&headers, "x-gitlab-token"));
-    deliver(&shared, "gitlab", signed, &body)
+    deliver(&hooks, "gitlab", signed, &body)
 }
 
-async fn generic(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn generic(State(hooks): State<Arc<Webhooks>>, headers: HeaderMap, body: Bytes) -> Response {
     let signed = |secret: &[u8]| signature_valid(secret, &body, header(&headers, "x-flotilla-signature-256"));
-    deliver(&shared, "generic", signed, &body)
+    deliver(&hooks, "generic", signed, &body)
 }
 
 /// Checks the signature, then the payload (a push to the watched branch), then wakes
 /// the controller.
-fn deliver(shared: &Shared, source: &str, signed: impl Fn(&[u8]) -> bool, body: &[u8]) -> Response {
+fn deliver(hooks: &Webhooks, source: &str, signed: impl Fn(&[u8]) -> bool, body: &[u8]) -> Response {
     let count = |outcome: &str| {
-        shared.metrics.webhooks.get_or_create(&WebhookLabels { source: source.into(), outcome: outcome.into() }).inc();
+        hooks.metrics.webhooks.get_or_create(&WebhookLabels { source: source.into(), outcome: outcome.into() }).inc();
     };
-    let Some(secret) = &shared.webhook_secret else {
-        count("disabled");
-        return (StatusCode::NOT_FOUND, "webhooks are not configured").into_response();
-    };
-    if !signed(secret) {
+    if !signed(&hooks.secret) {
         count("bad_signature");
         return (StatusCode::UNAUTHORIZED, "bad signature").into_response();
     }
@@ -117,11 +94,11 @@ fn deliver(shared: &Shared, source: &str, signed: impl Fn(&[u8]) -> bool, body: 
         count("malformed");
         return (StatusCode::BAD_REQUEST, "the payload is not JSON").into_response();
     };
-    let branch_ref = format!("refs/heads/{}", shared.branch);
+    let branch_ref = format!("refs/heads/{}", hooks.branch);
     match payload.get("ref").and_then(|r| r.as_str()) {
         Some(r) if r == branch_ref => {
             count("accepted");
-            shared.trigger.notify_one();
+            (hooks.push)();
             (StatusCode::ACCEPTED, "fetching").into_response()
         }
         Some(_) => {
@@ -130,7 +107,7 @@ fn deliver(shared: &Shared, source: &str, signed: impl Fn(&[u8]) -> bool, body: 
         }
         None if source == "generic" => {
             count("accepted");
-            shared.trigger.notify_one();
+            (hooks.push)();
             (StatusCode::ACCEPTED, "fetching").into_response()
         }
         None => {

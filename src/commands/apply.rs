@@ -1,0 +1,65 @@
+//! `flotilla apply`: render, then reconcile the members once.
+
+use anyhow::bail;
+
+use super::{Outcome, plan, report, runtime};
+use crate::cli::ApplyArgs;
+use crate::clusters;
+
+pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
+    // Rendering first: a repo that does not load changes nothing in any cluster.
+    let plan = plan(&args.source)?;
+    let kubeconfig = clusters::connect::read(&args.kubeconfig)?;
+    let names: Vec<String> = if args.clusters.is_empty() {
+        let (push, pull) = clusters::by_sync_mode(&plan);
+        for name in pull {
+            println!(
+                "{name}: skipped (syncMode Pull: its agent applies it; name it with --cluster to apply from here)"
+            );
+        }
+        push
+    } else {
+        if let Some(unknown) = args.clusters.iter().find(|c| !plan.clusters.contains_key(*c)) {
+            bail!("cluster {unknown} is not declared in the repository");
+        }
+        args.clusters.clone()
+    };
+    let pool = clusters::connect::Pool::default();
+    let options = clusters::Options {
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        pool: &pool,
+        instance: &args.reconcile.instance,
+        trust: clusters::connect::Trust {
+            exec_plugins: args.reconcile.allow_exec_plugins,
+            insecure_tls: args.reconcile.allow_insecure_tls,
+        },
+        budget: flotilla_core::diff::PruneBudget { force: args.force_prune, ..Default::default() },
+        concurrency: args.reconcile.concurrency,
+        request_timeout: args.reconcile.request_timeout,
+        cluster_timeout: args.reconcile.cluster_timeout,
+    };
+    let outcomes = runtime()?.block_on(clusters::reconcile_all(&plan, &kubeconfig, &names, options));
+    let mut outcome = report(&plan);
+    for (cluster, result) in outcomes {
+        match result {
+            Ok(r) => {
+                println!("{cluster}: {}", r.summary());
+                for (key, why) in &r.failed {
+                    eprintln!("error: {cluster}: {key}: {why}");
+                }
+                if let Some(refused) = &r.prune_refused {
+                    eprintln!("warning: {cluster}: {refused}");
+                }
+                if !r.failed.is_empty() || r.prune_refused.is_some() {
+                    outcome = Outcome::Problems;
+                }
+            }
+            Err(e) => {
+                println!("{cluster}: failed");
+                eprintln!("error: {cluster}: {e}");
+                outcome = Outcome::Problems;
+            }
+        }
+    }
+    Ok(outcome)
+}

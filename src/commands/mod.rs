@@ -1,0 +1,89 @@
+//! The subcommands, one module each: gather inputs from the edges, call the pure
+//! pipeline (or start the controller), print.
+
+mod apply;
+mod get;
+mod render;
+mod run;
+mod status;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use flotilla_core::model::{ClusterState, Limits, Plan};
+use tracing::warn;
+
+use crate::cli::{Cli, Command, SourceArgs};
+use crate::source;
+
+/// How a successful run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything rendered.
+    Clean,
+    /// The run worked but found problems (exit 1).
+    Problems,
+}
+
+impl Outcome {
+    /// 0 or 1.
+    pub fn exit_code(self) -> ExitCode {
+        match self {
+            Outcome::Clean => ExitCode::SUCCESS,
+            Outcome::Problems => ExitCode::from(1),
+        }
+    }
+}
+
+/// Runs a subcommand. Errors mean invalid input or usage (exit 2).
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Render(args) => render::render(args),
+        Command::Validate(args) => render::validate(args),
+        Command::Apply(args) => apply::apply(args),
+        Command::Get(args) => get::get(args),
+        Command::Status(args) => status::status(args),
+        Command::Run(args) => run::run(*args),
+    }
+}
+
+/// The error with its causes, `a: b: c`.
+pub fn describe(err: &anyhow::Error) -> String {
+    format!("{err:#}")
+}
+
+pub(crate) fn plan(args: &SourceArgs) -> anyhow::Result<Plan> {
+    let limits = Limits::default();
+    let files = match args.rev.as_deref() {
+        Some(rev) => crate::git::read(&args.repo, rev, &limits)?,
+        None => source::read_dir(&args.repo, &limits)?,
+    };
+    let state = match &args.cluster_state {
+        Some(path) => read_state(path)?,
+        None => ClusterState::default(),
+    };
+    let plan = flotilla_core::plan(&files, &state, &limits)?;
+    for key in &plan.unclaimed {
+        warn!(object = %key, "no PropagationPolicy claims this template; it goes nowhere");
+    }
+    Ok(plan)
+}
+
+fn read_state(path: &Path) -> anyhow::Result<ClusterState> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_saphyr::from_str(&text).with_context(|| format!("{} is not a valid cluster state", path.display()))
+}
+
+pub(crate) fn report(plan: &Plan) -> Outcome {
+    for p in &plan.problems {
+        let at = p.cluster.as_deref().map(|c| format!(" in cluster {c}")).unwrap_or_default();
+        eprintln!("problem: {}{at} ({}:{}): {}", p.object, p.origin.file, p.origin.line, p.message);
+    }
+    if plan.problems.is_empty() { Outcome::Clean } else { Outcome::Problems }
+}
+
+/// The async runtime for commands that talk to clusters.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")
+}

@@ -1,0 +1,116 @@
+//! `flotilla run`: the controller's settings from the command line, then the controller.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::{Outcome, runtime};
+use crate::autoscaler;
+use crate::cli::RunArgs;
+use crate::clusters::connect::Trust;
+use crate::clusters::credentials::Credentials;
+use crate::controller::{self, Config};
+use crate::git::GitAuth;
+
+/// Runs the controller until it is stopped.
+pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
+    let config = config(args)?;
+    runtime()?.block_on(controller::run(config))?;
+    Ok(Outcome::Clean)
+}
+
+fn config(args: RunArgs) -> anyhow::Result<Config> {
+    let webhook_secret = args.webhook_secret_file.as_deref().map(webhook_secret).transpose()?;
+    let reconcile = crate::reconciler::Settings {
+        path: args.path.clone(),
+        interval: args.interval,
+        resync: args.resync,
+        agent: args.agent.clone(),
+        instance: args.reconcile.instance.clone(),
+        trust: Trust {
+            exec_plugins: args.reconcile.allow_exec_plugins,
+            insecure_tls: args.reconcile.allow_insecure_tls,
+        },
+        concurrency: args.reconcile.concurrency,
+        request_timeout: args.reconcile.request_timeout,
+        cluster_timeout: args.reconcile.cluster_timeout,
+        namespace: args.namespace.clone(),
+        replica_state: args.writeback == autoscaler::Writeback::State,
+    };
+    let credentials = match (&args.kubeconfig, &args.agent) {
+        _ if args.member_secrets => Credentials::Secrets { namespace: args.namespace.clone() },
+        (Some(path), _) => Credentials::File(path.clone()),
+        (None, Some(cluster)) => Credentials::InCluster { cluster: cluster.clone() },
+        (None, None) => unreachable!("clap requires --kubeconfig, --member-secrets or --agent"),
+    };
+    let election = args
+        .leader_elect
+        .then(|| controller::election(&args.reconcile.instance, args.agent.as_deref(), args.lease_duration));
+    // One writer of replica counts: the push controller (Karmada runs FederatedHPA in the
+    // control plane, not in its agents).
+    let autoscale = match args.agent {
+        Some(_) => None,
+        None => Some(autoscale(&args)?),
+    };
+    Ok(Config {
+        git_auth: git_auth(&args),
+        cache_dir: args.cache_dir.clone().unwrap_or_else(default_cache_dir),
+        repo: args.repo,
+        branch: args.branch,
+        reconcile,
+        credentials,
+        host: args.host_kubeconfig.map(|p| (p, args.host_context)),
+        election,
+        listen: args.listen,
+        webhook_listen: args.webhook_listen,
+        webhook_secret,
+        autoscale,
+    })
+}
+
+/// The webhook secret: refused when empty, since anyone could sign with an empty key.
+fn webhook_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let secret = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let secret = secret.trim_ascii().to_vec();
+    anyhow::ensure!(
+        !secret.is_empty(),
+        "the webhook secret file {} is empty: anyone could sign webhooks with an empty key",
+        path.display()
+    );
+    Ok(secret)
+}
+
+fn git_auth(args: &RunArgs) -> GitAuth {
+    GitAuth {
+        username: args.git.git_username.clone(),
+        password_file: args.git.git_password_file.clone(),
+        ssh_key_file: args.git.git_ssh_key_file.clone(),
+        known_hosts_file: args.git.git_known_hosts_file.clone(),
+    }
+}
+
+fn autoscale(args: &RunArgs) -> anyhow::Result<autoscaler::Settings> {
+    let (name, email) = args
+        .writeback_author
+        .split_once('<')
+        .map(|(n, e)| (n.trim().to_owned(), e.trim_end_matches('>').trim().to_owned()))
+        .filter(|(n, e)| !n.is_empty() && e.contains('@'))
+        .context("--writeback-author must look like `Name <email>`")?;
+    Ok(autoscaler::Settings {
+        interval: args.autoscale_interval.max(std::time::Duration::from_secs(1)),
+        writeback: args.writeback,
+        author: (name, email),
+        timing: flotilla_core::autoscale::Timing {
+            downscale_window: args.downscale_stabilization,
+            ..Default::default()
+        },
+    })
+}
+
+/// `$XDG_CACHE_HOME/flotilla/repos`, else `~/.cache/flotilla/repos`.
+fn default_cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"));
+    base.join("flotilla").join("repos")
+}

@@ -1,0 +1,119 @@
+//! `flotilla status`: health of everything the repo places, per cluster; or, with
+//! `--controller`, what a running controller reports.
+
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::{Outcome, plan, report, runtime};
+use crate::cli::{SourceArgs, StatusArgs};
+use crate::clusters;
+use crate::status::{AutoscalerStatus, Status};
+
+pub fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
+    if let Some(url) = &args.controller {
+        return controller_status(url, args.request_timeout);
+    }
+    let source =
+        SourceArgs { repo: args.repo.clone().expect("clap requires it"), rev: args.rev.clone(), cluster_state: None };
+    let plan = plan(&source)?;
+    let kubeconfig = clusters::connect::read(args.kubeconfig.as_deref().expect("clap requires it"))?;
+    let timeout = args.request_timeout;
+    let names: Vec<String> = plan.loaded.clusters.iter().map(|c| c.name.clone()).collect();
+    let trust = clusters::connect::Trust::default();
+    let plan_ref = &plan;
+    let results = runtime()?.block_on(clusters::each(&kubeconfig, &names, trust, timeout, |client, name| async move {
+        clusters::status::observe_cluster(&client, plan_ref, name).await
+    }));
+    let mut outcome = report(&plan);
+    let mut observed = Vec::new();
+    for (name, result) in names.into_iter().zip(results) {
+        match result {
+            Ok(o) => observed.push((name, o)),
+            Err(e) => {
+                eprintln!("error: {name}: {e}");
+                outcome = Outcome::Problems;
+            }
+        }
+    }
+    let (table, healthy) = clusters::status::table(&observed);
+    print!("{table}");
+    if !healthy {
+        outcome = Outcome::Problems;
+    }
+    Ok(outcome)
+}
+
+/// Prints what a running controller reports at `/status`, read through the same types
+/// that write it; exit 1 unless the newest revision is applied everywhere.
+fn controller_status(url: &str, timeout: Duration) -> anyhow::Result<Outcome> {
+    let uri: http::Uri = format!("{}/status", url.trim_end_matches('/')).parse().context("invalid --controller URL")?;
+    let body = runtime()?.block_on(async {
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http::<http_body_util::Empty<axum::body::Bytes>>();
+        let get = tokio::time::timeout(timeout, client.get(uri.clone()));
+        let response =
+            get.await.context("the controller did not answer in time")?.context("cannot reach the controller")?;
+        anyhow::ensure!(response.status().is_success(), "the controller answered {}", response.status());
+        let bytes =
+            http_body_util::BodyExt::collect(response.into_body()).await.context("reading the answer")?.to_bytes();
+        anyhow::Ok(bytes)
+    })?;
+    let status: Status = serde_json::from_slice(&body).context("the controller's /status is not what it should be")?;
+    print!("{}", show(&status));
+    Ok(if status.healthy() { Outcome::Clean } else { Outcome::Problems })
+}
+
+/// The controller's status as text.
+fn show(status: &Status) -> String {
+    let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let mut out = format!(
+        "head      {}\napplied   {}\nerror     {}\n",
+        text(&status.head),
+        text(&status.applied),
+        text(&status.error)
+    );
+    if let Some(why) = &status.source_unavailable {
+        out += &format!("source    unavailable: {why}\n");
+    }
+    if !status.leading {
+        out += "leading   no (standing by)\n";
+    }
+    for (cluster, line) in &status.clusters {
+        out += &format!("{cluster:<12}{line}\n");
+    }
+    for (name, autoscaler) in &status.autoscalers {
+        out += &show_autoscaler(name, autoscaler);
+    }
+    out
+}
+
+fn show_autoscaler(name: &str, a: &AutoscalerStatus) -> String {
+    let number = |v: Option<i64>| v.map_or("-".to_owned(), |n| n.to_string());
+    let mut out = format!(
+        "{name}  target {}  replicas {} → {}  last scale {}\n",
+        a.target,
+        number(a.current_replicas),
+        number(a.desired_replicas),
+        a.last_scale_time.as_deref().unwrap_or("-")
+    );
+    for m in &a.current_metrics {
+        out += &match m.average_utilization {
+            Some(u) => format!("    {} {u}% of request (recommends {})\n", m.name, m.recommends),
+            None => format!("    {} {}m per pod (recommends {})\n", m.name, m.average_milli, m.recommends),
+        };
+    }
+    for c in &a.conditions {
+        out += &format!("    {} {} {}: {}\n", c.kind, c.status, c.reason, c.message);
+    }
+    if let Some(message) = &a.message {
+        out += &format!("    {message}\n");
+    }
+    for (rule, r) in &a.rules {
+        out += &format!("    rule {rule}: next {}\n", r.next_execution_time.as_deref().unwrap_or("-"));
+        for run in r.successful.iter().chain(&r.failed) {
+            out += &format!("      {run}\n");
+        }
+    }
+    out
+}

@@ -1,0 +1,285 @@
+//! The followed branch of a repository: a remote fetched incrementally into an on-disk
+//! bare cache, or a local repository read in place. Either way revisions are read from
+//! Git's object database, never from a working tree.
+
+use std::path::{Path, PathBuf};
+
+use flotilla_core::load::ParseCache;
+use flotilla_core::model::{Limits, RepoFiles};
+use git2::{FetchOptions, Oid, Repository};
+
+use super::{GitAuth, Revision};
+use crate::source::SourceError;
+
+/// Files to commit: repo-relative path and content.
+pub type Files = Vec<(String, Vec<u8>)>;
+
+/// The followed branch and the repository it is read from. libgit2 repositories may
+/// move between threads but not be shared: one owner at a time (see [`super::Git`]).
+pub struct Branch {
+    repo: Repository,
+    /// The remote URL, when fetching.
+    url: Option<String>,
+    branch: String,
+    auth: GitAuth,
+}
+
+/// Why a revision could not be fetched.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}")]
+pub struct FetchError {
+    what: String,
+    #[source]
+    source: git2::Error,
+}
+
+fn failed(what: impl Into<String>) -> impl FnOnce(git2::Error) -> FetchError {
+    let what = what.into();
+    move |source| FetchError { what, source }
+}
+
+impl Branch {
+    /// A local repository path is read in place; anything with a URL scheme (`file://`,
+    /// `git://`) is fetched into a bare cache under `cache`.
+    pub fn open(repo: &str, branch: &str, cache: &Path, auth: GitAuth) -> Result<Self, FetchError> {
+        if !is_url(repo) {
+            let opened = Repository::open(repo).map_err(failed(format!("{repo} is not a Git repository")))?;
+            return Ok(Self { repo: opened, url: None, branch: branch.to_owned(), auth });
+        }
+        let dir = cache.join(cache_name(repo));
+        let opened = match Repository::open_bare(&dir) {
+            Ok(r) => r,
+            Err(_) => {
+                std::fs::create_dir_all(&dir).map_err(|e| FetchError {
+                    what: format!("cannot create the cache {}", dir.display()),
+                    source: git2::Error::from_str(&e.to_string()),
+                })?;
+                Repository::init_bare(&dir).map_err(failed(format!("cannot create the cache {}", dir.display())))?
+            }
+        };
+        Ok(Self { repo: opened, url: Some(repo.to_owned()), branch: branch.to_owned(), auth })
+    }
+
+    /// Fetches the branch (for remotes) and returns its head commit. Every fetch adds a
+    /// pack to the cache and libgit2 keeps every pack open, so once packs pile up the
+    /// cache is compacted into one.
+    pub fn fetch(&mut self) -> Result<Revision, FetchError> {
+        let local = format!("refs/remotes/origin/{}", self.branch);
+        if let Some(url) = &self.url {
+            let mut remote =
+                self.repo.remote_anonymous(url).map_err(failed(format!("invalid remote {}", redact(url))))?;
+            let refspec = format!("+refs/heads/{}:{local}", self.branch);
+            let mut options = FetchOptions::new();
+            options.remote_callbacks(self.auth.callbacks(url));
+            remote.fetch(&[refspec.as_str()], Some(&mut options), None).map_err(failed(format!(
+                "fetching {} from {}",
+                self.branch,
+                redact(url)
+            )))?;
+        }
+        let reference = if self.url.is_some() { local } else { format!("refs/heads/{}", self.branch) };
+        let oid = self.repo.refname_to_id(&reference).map_err(failed(format!("branch {} not found", self.branch)))?;
+        if self.url.is_some() && packs(&self.pack_dir()).len() > MAX_PACKS {
+            self.compact(oid).map_err(failed("compacting the repository cache"))?;
+        }
+        Ok(oid)
+    }
+
+    fn pack_dir(&self) -> PathBuf {
+        self.repo.path().join("objects").join("pack")
+    }
+
+    /// Writes one pack with everything reachable from `head`, removes the others, and
+    /// reopens the cache so libgit2 lets go of them. Objects of rewritten history go.
+    fn compact(&mut self, head: Oid) -> Result<(), git2::Error> {
+        let dir = self.pack_dir();
+        let old = packs(&dir);
+        let kept = {
+            let mut builder = self.repo.packbuilder()?;
+            let mut walk = self.repo.revwalk()?;
+            walk.push(head)?;
+            builder.insert_walk(&mut walk)?;
+            builder.write(&dir, 0o644)?;
+            builder.name()?.map(|n| format!("pack-{n}"))
+        };
+        for pack in old.iter().filter(|p| kept.as_deref() != p.file_stem().and_then(|s| s.to_str())) {
+            for ext in ["pack", "idx", "rev", "keep"] {
+                let _ = std::fs::remove_file(pack.with_extension(ext));
+            }
+        }
+        let path = self.repo.path().to_path_buf();
+        self.repo = Repository::open_bare(path)?;
+        Ok(())
+    }
+
+    /// One attempt at a write-back: fetches the head, commits the files `change` returns
+    /// on top of it and pushes the commit (a fast-forward, never a force). `change`
+    /// returning `None` means there is nothing to write. A push refused because the
+    /// branch moved is [`Pushed::Refused`]: the caller backs off (without holding the
+    /// repository) and tries again on the new head.
+    pub fn commit_and_push(
+        &mut self,
+        author: (&str, &str),
+        message: &str,
+        change: impl FnOnce(&Repository, Revision) -> Result<Option<Files>, String>,
+    ) -> Result<Pushed, String> {
+        let Some(url) = self.url.clone() else {
+            return Err("writing back needs a remote repository (--repo with a URL): committing into a local \
+                        repository's branch would leave its checkout behind"
+                .into());
+        };
+        let head = self.fetch().map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+        let Some(files) = change(&self.repo, head)? else { return Ok(Pushed::Nothing) };
+        let commit = self.commit(head, author, message, &files).map_err(|e| format!("committing: {e}"))?;
+        Ok(match self.push(&url, commit) {
+            Ok(()) => Pushed::Commit(commit),
+            Err(why) => Pushed::Refused(why),
+        })
+    }
+
+    /// Reads revision `rev`, limited to the subdirectory `prefix`; blobs the parse cache
+    /// holds are listed by id and not read.
+    pub fn read(
+        &self,
+        rev: Revision,
+        prefix: &str,
+        limits: &Limits,
+        cache: &ParseCache,
+    ) -> Result<RepoFiles, SourceError> {
+        super::read::read_commit(&self.repo, rev, prefix, limits, cache)
+    }
+
+    fn commit(&self, head: Oid, author: (&str, &str), message: &str, files: &Files) -> Result<Oid, git2::Error> {
+        let parent = self.repo.find_commit(head)?;
+        let tree = parent.tree()?;
+        let mut update = git2::build::TreeUpdateBuilder::new();
+        for (path, content) in files {
+            let blob = self.repo.blob(content)?;
+            let mode = tree.get_path(Path::new(path)).map(|e| e.filemode()).unwrap_or(0o100644);
+            update.upsert(
+                path.as_str(),
+                blob,
+                if mode == 0o100755 { git2::FileMode::BlobExecutable } else { git2::FileMode::Blob },
+            );
+        }
+        let new_tree = self.repo.find_tree(update.create_updated(&self.repo, &tree)?)?;
+        let signature = git2::Signature::now(author.0, author.1)?;
+        self.repo.commit(None, &signature, &signature, message, &new_tree, &[&parent])
+    }
+
+    fn push(&self, url: &str, commit: Oid) -> Result<(), String> {
+        let local = "refs/flotilla/writeback";
+        self.repo.reference(local, commit, true, "write-back").map_err(|e| e.to_string())?;
+        let refused = std::cell::RefCell::new(None::<String>);
+        let mut remote = self.repo.remote_anonymous(url).map_err(|e| e.to_string())?;
+        let mut callbacks = self.auth.callbacks(url);
+        callbacks.push_update_reference(|_, status| {
+            if let Some(status) = status {
+                *refused.borrow_mut() = Some(status.to_owned());
+            }
+            Ok(())
+        });
+        let mut options = git2::PushOptions::new();
+        options.remote_callbacks(callbacks);
+        let refspec = format!("{local}:refs/heads/{}", self.branch);
+        remote.push(&[refspec.as_str()], Some(&mut options)).map_err(|e| e.message().to_owned())?;
+        drop(options);
+        match refused.into_inner() {
+            Some(status) => Err(status),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `new` descends from `old`; false means history was rewritten.
+    pub fn descends(&self, new: Oid, old: Oid) -> bool {
+        new == old || self.repo.graph_descendant_of(new, old).unwrap_or(false)
+    }
+}
+
+/// A remote URL (`https://`, `ssh://`, `git://`, `file://`, or scp-like `user@host:path`)
+/// rather than a local path.
+pub fn is_url(repo: &str) -> bool {
+    repo.contains("://") || (!repo.starts_with('/') && repo.split_once(':').is_some_and(|(h, _)| h.contains('@')))
+}
+
+/// Packs in the cache before it is compacted.
+const MAX_PACKS: usize = 16;
+
+/// The `.pack` files of a pack directory.
+fn packs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "pack"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A stable directory name for a URL's cache.
+fn cache_name(url: &str) -> String {
+    let hash = git2::Oid::hash_object(git2::ObjectType::Blob, url.as_bytes()).expect("hashing in memory cannot fail");
+    format!("repo-{}", &hash.to_string()[..16])
+}
+
+/// How one write-back attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pushed {
+    /// The commit is on the branch.
+    Commit(Revision),
+    /// The change had nothing to write on the current head.
+    Nothing,
+    /// The server refused the push (the branch moved): try again on the new head.
+    Refused(String),
+}
+
+/// Drops credentials from a URL before it reaches a message or log.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Commits `content` as `fleet.yaml` on `main` of the bare repository at `remote`.
+    fn commit(remote: &Repository, content: &str) -> Oid {
+        let blob = remote.blob(content.as_bytes()).unwrap();
+        let mut tree = remote.treebuilder(None).unwrap();
+        tree.insert("fleet.yaml", blob, 0o100644).unwrap();
+        let tree = remote.find_tree(tree.write().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.invalid").unwrap();
+        let parent = remote.refname_to_id("refs/heads/main").ok().map(|id| remote.find_commit(id).unwrap());
+        let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+        remote.commit(Some("refs/heads/main"), &sig, &sig, content, &tree, &parents).unwrap()
+    }
+
+    #[test]
+    fn the_fetch_cache_is_compacted_and_stays_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = Repository::init_bare(dir.path().join("remote.git")).unwrap();
+        let url = format!("file://{}", dir.path().join("remote.git").display());
+        let mut watched = Branch::open(&url, "main", &dir.path().join("cache"), GitAuth::default()).unwrap();
+        let mut last = None;
+        for i in 0..40 {
+            let id = commit(&remote, &format!("revision {i}"));
+            assert_eq!(watched.fetch().unwrap(), id);
+            last = Some(id);
+        }
+        assert!(packs(&watched.pack_dir()).len() <= MAX_PACKS + 1, "{} packs", packs(&watched.pack_dir()).len());
+        let commit = watched.repo.find_commit(last.unwrap()).unwrap();
+        let blob = commit.tree().unwrap().get_name("fleet.yaml").unwrap().to_object(&watched.repo).unwrap();
+        assert_eq!(blob.as_blob().unwrap().content(), b"revision 39");
+        assert!(watched.descends(last.unwrap(), commit.parent_id(0).unwrap()));
+    }
+
+    #[test]
+    fn credentials_never_reach_messages() {
+        assert_eq!(redact("https://user:token@git.example/r.git"), "https://***@git.example/r.git");
+        assert_eq!(redact("git://host/r.git"), "git://host/r.git");
+    }
+}

@@ -1,0 +1,112 @@
+//! Git, in one place: read a revision into memory, fetch the followed branch, commit and
+//! push. The CLI reads revisions of local repositories ([`read`]); the controller and
+//! the autoscaler share one [`Branch`] through [`Git`], which owns it on a thread of its
+//! own, so no runtime thread ever waits on a lock held across network I/O.
+//!
+//! A revision is a commit id ([`Revision`]) from fetch to render to write-back; it
+//! becomes text only where it is shown.
+
+mod auth;
+mod branch;
+mod read;
+
+use std::time::Duration;
+
+pub use auth::GitAuth;
+pub use branch::{Branch, FetchError, Files, Pushed, is_url};
+pub use read::{read, read_commit};
+
+/// A commit of the followed repository.
+pub type Revision = git2::Oid;
+
+/// How long connecting to a remote may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection to a remote may stay silent (a stalled transfer) before the
+/// fetch or push fails.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Bounds every network operation of libgit2 (connect, then each read and write on the
+/// connection), so a fetch or push against an unresponsive remote fails instead of
+/// hanging. Must be called before any other thread starts: libgit2 keeps these in
+/// globals without synchronisation.
+#[allow(unsafe_code)]
+pub fn bound_network_time() -> Result<(), git2::Error> {
+    let millis = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: called from `main` before the async runtime or any other thread exists,
+    // which is what the functions require (they write libgit2 globals unsynchronised).
+    unsafe {
+        git2::opts::set_server_connect_timeout_in_milliseconds(millis(CONNECT_TIMEOUT))?;
+        git2::opts::set_server_timeout_in_milliseconds(millis(STALL_TIMEOUT))?;
+    }
+    Ok(())
+}
+
+type Job = Box<dyn FnOnce(&mut Branch) + Send>;
+
+/// The followed branch, owned by one thread that runs one job at a time. Cloning is
+/// cheap; every clone reaches the same branch. Jobs are short (one fetch, one read, one
+/// push attempt): back-offs and waits happen in the caller, between jobs.
+#[derive(Clone)]
+pub struct Git {
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+/// The thread that owned the branch is gone (it panicked).
+#[derive(Debug, thiserror::Error)]
+#[error("the Git worker stopped")]
+pub struct Stopped;
+
+impl Git {
+    /// Hands `branch` to a thread of its own.
+    pub fn spawn(mut branch: Branch) -> Self {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("flotilla-git".into())
+            .spawn(move || {
+                for job in queue {
+                    job(&mut branch);
+                }
+            })
+            .expect("spawning the Git thread");
+        Self { jobs }
+    }
+
+    /// Runs `job` on the branch and waits (asynchronously) for its result.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut Branch) -> T + Send + 'static,
+    ) -> Result<T, Stopped> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |branch| {
+            let _ = tx.send(job(branch));
+        });
+        self.jobs.send(job).map_err(|_| Stopped)?;
+        rx.await.map_err(|_| Stopped)
+    }
+}
+
+/// For a local repository, calls `changed` when its Git directory changes (a commit, a
+/// reset), debounced, so a development loop does not wait for the poll interval. Remote
+/// URLs are fetched on the interval or a webhook instead: `None`.
+pub fn watch_local(
+    repo: &str,
+    changed: impl Fn() + Send + 'static,
+) -> anyhow::Result<Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>>> {
+    use anyhow::Context;
+    if is_url(repo) {
+        return Ok(None);
+    }
+    let git_dir = git2::Repository::open(repo).context("opening the repository")?.path().to_path_buf();
+    let mut debouncer = notify_debouncer_mini::new_debouncer(Duration::from_millis(200), move |events| {
+        if matches!(events, Ok(ref e) if !Vec::is_empty(e)) {
+            changed();
+        }
+    })
+    .context("watching the repository")?;
+    debouncer
+        .watcher()
+        .watch(&git_dir, notify_debouncer_mini::notify::RecursiveMode::Recursive)
+        .with_context(|| format!("watching {}", git_dir.display()))?;
+    tracing::info!(path = %git_dir.display(), "watching the local repository for commits");
+    Ok(Some(debouncer))
+}

@@ -1,0 +1,183 @@
+//! One cycle: render a revision completely (through the parse cache), then reconcile
+//! every member cluster this instance applies, and record each outcome.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flotilla_core::model::{ClusterState, Limits, Plan};
+use tracing::{error, info, warn};
+
+use super::Reconciler;
+use super::step::Outcome;
+use crate::clusters;
+use crate::git::Revision;
+use crate::host::ReplicaState;
+use crate::metrics::{ClusterLabel, ErrorReason, RevisionLabels};
+
+impl Reconciler {
+    /// Renders and reconciles `revision`.
+    pub(super) async fn cycle(&self, revision: Revision, placements: &mut ClusterState) -> Outcome {
+        let Some(plan) = self.render(revision, placements).await else { return Outcome::RenderFailed };
+        let plan = Arc::new(plan);
+        self.rendered.send_replace(Some(plan.clone()));
+        let declared: BTreeSet<String> = plan.clusters.keys().cloned().collect();
+        let (names, pulled) = match &self.settings.agent {
+            Some(agent) => match clusters::agent_cluster(&plan, agent) {
+                Ok(()) => (vec![agent.clone()], Vec::new()),
+                Err(e) => {
+                    self.metrics.error(agent, ErrorReason::SyncMode);
+                    error!(error = %e, "not applying");
+                    self.board.update(|s| s.error = Some(format!("{revision}: {e}")));
+                    return Outcome::Ran { attempted: 1, failed: 1, clusters: declared };
+                }
+            },
+            None => clusters::by_sync_mode(&plan),
+        };
+        let kubeconfig = match self.credentials.read(&self.host).await {
+            Ok(k) => k,
+            Err(e) => {
+                self.metrics.error("-", ErrorReason::Credentials);
+                error!(error = format!("{e:#}"), "cannot read the member credentials");
+                return Outcome::Ran { attempted: names.len(), failed: names.len(), clusters: declared };
+            }
+        };
+        self.pool.retain(&kubeconfig);
+        let settings = &self.settings;
+        let options = clusters::Options {
+            progress: false,
+            instance: &settings.instance,
+            trust: settings.trust,
+            pool: &self.pool,
+            budget: Default::default(),
+            concurrency: settings.concurrency,
+            request_timeout: settings.request_timeout,
+            cluster_timeout: settings.cluster_timeout,
+        };
+        let clock = Instant::now();
+        let outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;
+        let failed = self.record(revision, outcomes, &pulled, clock.elapsed());
+        Outcome::Ran { attempted: names.len(), failed, clusters: declared }
+    }
+
+    /// Renders `revision` completely; a failure is reported and leaves what is applied
+    /// alone.
+    async fn render(&self, revision: Revision, placements: &mut ClusterState) -> Option<Plan> {
+        let mut state = placements.clone();
+        if self.settings.replica_state {
+            let replicas = ReplicaState {
+                host: &self.host,
+                namespace: &self.settings.namespace,
+                instance: &self.settings.instance,
+            };
+            match replicas.read().await {
+                Ok(replicas) => state.replicas = replicas,
+                Err(e) => {
+                    // Rendering without them would undo the autoscaler's decisions.
+                    self.metrics.error("-", ErrorReason::AutoscalerState);
+                    error!(error = format!("{e:#}"), "cannot read the autoscaler's state ConfigMap; not rendering");
+                    return None;
+                }
+            }
+        }
+        let clock = Instant::now();
+        let rendered = self.render_blocking(revision, state).await;
+        self.metrics.render_seconds.observe(clock.elapsed().as_secs_f64());
+        match rendered {
+            Ok(plan) => {
+                self.metrics.render_failing.set(0);
+                placements.previous = plan.placements.clone();
+                for p in &plan.problems {
+                    warn!(object = %p.object, reason = ?p.reason, message = %p.message, "render problem");
+                }
+                Some(plan)
+            }
+            Err(e) => {
+                let message = format!("{e:#}");
+                error!(%revision, error = %message, "revision does not render; the last good revision stays applied");
+                self.metrics.error("-", ErrorReason::Render);
+                self.metrics.render_failing.set(1);
+                self.board.update(|s| s.error = Some(format!("{revision}: {message}")));
+                None
+            }
+        }
+    }
+
+    /// Reads the revision on the Git thread, then parses and plans on a blocking one.
+    async fn render_blocking(&self, revision: Revision, state: ClusterState) -> anyhow::Result<Plan> {
+        let (cache, prefix) = (self.parse_cache.clone(), self.settings.path.clone());
+        let files = self
+            .git
+            .run(move |branch| {
+                let cache = cache.lock().expect("parse cache lock");
+                branch.read(revision, &prefix, &Limits::default(), &cache)
+            })
+            .await??;
+        let cache = self.parse_cache.clone();
+        tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {
+            let limits = Limits::default();
+            let mut cache = cache.lock().expect("parse cache lock");
+            let loaded = flotilla_core::load::load_cached(&files, &mut cache, &limits)?;
+            Ok(flotilla_core::plan_loaded(loaded, files.revision, &state))
+        })
+        .await?
+    }
+
+    /// Records each cluster's outcome in metrics and `/status`; returns how many failed.
+    fn record(
+        &self,
+        revision: Revision,
+        outcomes: Vec<(String, clusters::Outcome)>,
+        pulled: &[String],
+        took: Duration,
+    ) -> usize {
+        let mut failed = 0;
+        let head = revision.to_string();
+        for (cluster, outcome) in outcomes {
+            let label = ClusterLabel { cluster: cluster.clone() };
+            self.metrics.reconcile_seconds.get_or_create(&label).observe(took.as_secs_f64());
+            let line = match outcome {
+                Ok(report) => {
+                    self.count_applied(&cluster, &head, &report);
+                    format!("{head}: {}", report.summary())
+                }
+                Err(e) => {
+                    failed += 1;
+                    self.metrics.error(&cluster, ErrorReason::Reconcile);
+                    error!(cluster, error = %e, "cluster not reconciled");
+                    format!("{head}: failed: {e}")
+                }
+            };
+            info!(cluster, "{line}");
+            self.board.update(|s| s.clusters.insert(cluster, line));
+        }
+        self.board.update(|s| {
+            // Pull members are listed, never contacted.
+            for name in pulled {
+                s.clusters.insert(name.clone(), format!("{head}: syncMode Pull: applied by its agent"));
+            }
+            if failed == 0 {
+                s.applied = Some(head.clone());
+                s.error = None;
+            }
+        });
+        failed
+    }
+
+    /// Counts what one cluster's reconcile wrote and moves its revision gauge.
+    fn count_applied(&self, cluster: &str, head: &str, report: &clusters::apply::Report) {
+        let metrics = &self.metrics;
+        let label = ClusterLabel { cluster: cluster.to_owned() };
+        metrics.applied.get_or_create(&label).inc_by(report.applied.len() as u64);
+        metrics.pruned.get_or_create(&label).inc_by(report.pruned.len() as u64);
+        for _ in &report.failed {
+            metrics.error(cluster, ErrorReason::Object);
+        }
+        let old = self.board.update(|s| s.revisions.insert(cluster.to_owned(), head.to_owned()));
+        if let Some(old) = old.filter(|old| old != head) {
+            metrics.applied_revision.remove(&RevisionLabels { cluster: cluster.to_owned(), revision: old });
+        }
+        let labels = RevisionLabels { cluster: cluster.to_owned(), revision: head.to_owned() };
+        metrics.applied_revision.get_or_create(&labels).set(1);
+    }
+}

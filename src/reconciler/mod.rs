@@ -1,0 +1,216 @@
+//! The reconcile loop: fetch the followed branch, decide ([`step`]), and when told to,
+//! render a revision completely and reconcile every member cluster ([`cycle`]). A
+//! revision that does not render is reported and the last good one stays applied;
+//! every resync corrects drift, even while the remote is down; a trigger (webhook, local
+//! commit, autoscaler state) wakes the loop at once. Writes happen only while leading:
+//! losing the lease cancels a cycle, and a cut-short cycle is finished by whoever leads
+//! next (the inventory makes that safe).
+
+mod cycle;
+pub mod step;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use flotilla_core::load::ParseCache;
+use flotilla_core::model::{ClusterState, Plan};
+use tokio::sync::{mpsc, watch};
+use tracing::{error, info, warn};
+
+use crate::clusters::connect::{Pool, Trust};
+use crate::clusters::credentials::Credentials;
+use crate::git::{Git, Revision};
+use crate::host::Host;
+use crate::metrics::{ErrorReason, Metrics};
+use crate::status::Board;
+use step::{Action, Event, Outcome, State, Why};
+
+/// How the loop runs and reconciles.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Subdirectory of the repository that holds the fleet (empty: the root).
+    pub path: String,
+    /// Time between fetches.
+    pub interval: Duration,
+    /// Reconcile at least this often even without a new revision.
+    pub resync: Duration,
+    /// Pull mode: the one member this instance is the agent of.
+    pub agent: Option<String>,
+    /// Instance name (inventory, prune scope).
+    pub instance: String,
+    /// Which kubeconfig credentials to trust.
+    pub trust: Trust,
+    /// Requests in flight per cluster.
+    pub concurrency: usize,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+    /// Per-cluster timeout.
+    pub cluster_timeout: Duration,
+    /// The controller's namespace in the host cluster.
+    pub namespace: String,
+    /// Renders read replica counts from the host cluster (`--writeback=state`).
+    pub replica_state: bool,
+}
+
+/// Why the loop is woken early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The branch moved (a webhook, a local commit): fetch now.
+    Fetch,
+    /// Reconcile even if the branch did not move (the replica state changed).
+    Force,
+}
+
+/// What the loop works with.
+pub struct Reconciler {
+    /// Settings.
+    pub settings: Settings,
+    /// The followed branch.
+    pub git: Git,
+    /// The host cluster.
+    pub host: Arc<Host>,
+    /// Member credentials.
+    pub credentials: Credentials,
+    /// Member clients, kept across cycles.
+    pub pool: Arc<Pool>,
+    /// Where status goes.
+    pub board: Arc<Board>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Each successful render is published here (for the autoscaler).
+    pub rendered: watch::Sender<Option<Arc<Plan>>>,
+    /// Documents of the last rendered revision by blob id.
+    pub parse_cache: Arc<Mutex<ParseCache>>,
+}
+
+/// What the loop listens to.
+pub struct Inputs {
+    /// Early wake-ups.
+    pub triggers: mpsc::UnboundedReceiver<Trigger>,
+    /// Whether this instance leads.
+    pub leading: watch::Receiver<bool>,
+    /// Becomes true when the controller stops.
+    pub stop: watch::Receiver<bool>,
+}
+
+impl Reconciler {
+    /// Runs until `stop`.
+    pub async fn run(self, mut inputs: Inputs) {
+        let mut state = State::new(self.settings.resync);
+        let mut placements = ClusterState::default();
+        let mut was_leading = None;
+        while !*inputs.stop.borrow() {
+            let leading = *inputs.leading.borrow_and_update();
+            if was_leading != Some(leading) {
+                was_leading = Some(leading);
+                state.step(Event::Leading(leading));
+                self.metrics.leading.set(i64::from(leading));
+                info!(leading, "{}", if leading { "leading: taking over" } else { "standing by" });
+            }
+            if leading {
+                let event = self.fetch(state.applied()).await;
+                let actions = state.step(event);
+                self.act(&mut state, actions, &mut placements, &mut inputs).await;
+            }
+            self.publish(&state, leading);
+            self.wait(&mut state, &mut inputs, leading).await;
+        }
+    }
+
+    /// Sleeps until the next fetch is due, or something wakes the loop earlier.
+    async fn wait(&self, state: &mut State, inputs: &mut Inputs, leading: bool) {
+        let interval = if leading { self.settings.interval } else { Duration::MAX };
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = crate::leader::changed(&mut inputs.leading) => {}
+            trigger = inputs.triggers.recv() => match trigger {
+                Some(Trigger::Force) => { state.step(Event::Forced); }
+                Some(Trigger::Fetch) => info!("woken: fetching now"),
+                None => std::future::pending::<()>().await,
+            },
+            _ = inputs.stop.changed() => {}
+        }
+    }
+
+    /// Fetches the branch and says what came of it.
+    async fn fetch(&self, applied: Option<Revision>) -> Event {
+        let clock = Instant::now();
+        let fetched = self
+            .git
+            .run(move |branch| {
+                let head = branch.fetch()?;
+                Ok::<_, crate::git::FetchError>((head, applied.is_some_and(|a| !branch.descends(head, a))))
+            })
+            .await;
+        self.metrics.fetch_seconds.observe(clock.elapsed().as_secs_f64());
+        let now = Instant::now();
+        match fetched {
+            Ok(Ok((head, rewritten))) => {
+                self.board.update(|s| s.head = Some(head.to_string()));
+                Event::Fetched { head, rewritten, now }
+            }
+            Ok(Err(e)) => {
+                self.metrics.error("-", ErrorReason::Fetch);
+                Event::FetchFailed { reason: format!("{:#}", anyhow::Error::new(e)), now }
+            }
+            Err(e) => Event::FetchFailed { reason: e.to_string(), now },
+        }
+    }
+
+    /// Carries out actions, and those that their outcomes lead to.
+    async fn act(&self, state: &mut State, actions: Vec<Action>, placements: &mut ClusterState, inputs: &mut Inputs) {
+        let mut queue = std::collections::VecDeque::from(actions);
+        while let Some(action) = queue.pop_front() {
+            match action {
+                Action::Reconcile { revision, why } => {
+                    log_why(revision, why);
+                    let outcome = tokio::select! {
+                        outcome = self.cycle(revision, placements) => outcome,
+                        _ = crate::leader::changed(&mut inputs.leading) => {
+                            warn!("lost the lease during a reconcile; stopping it");
+                            Outcome::Cancelled
+                        }
+                        // Stopping mid-reconcile is safe for the same reason.
+                        _ = inputs.stop.changed() => Outcome::Cancelled,
+                    };
+                    crate::memory::hand_back(&self.metrics).await;
+                    queue.extend(state.step(Event::Cycled { revision, outcome, now: Instant::now() }));
+                }
+                Action::SourceLost(reason) => {
+                    error!(error = %reason, "cannot fetch the branch; the last good revision stays applied and is resynced")
+                }
+                Action::SourceBack => info!("the branch can be fetched again"),
+                Action::ForgetCluster(cluster) => self.forget(&cluster),
+            }
+        }
+    }
+
+    /// A cluster the repository dropped leaves `/status` and the metrics.
+    fn forget(&self, cluster: &str) {
+        let revision = self.board.update(|s| {
+            s.clusters.remove(cluster);
+            s.revisions.remove(cluster)
+        });
+        self.metrics.forget_cluster(cluster, revision.as_deref());
+    }
+
+    /// Shows the loop's state in `/status` and the metrics.
+    fn publish(&self, state: &State, leading: bool) {
+        self.metrics.source_unavailable.set(i64::from(state.source_unavailable().is_some()));
+        self.board.update(|s| {
+            s.leading = leading;
+            s.ready = leading && state.ready();
+            s.source_unavailable = state.source_unavailable().map(str::to_owned);
+        });
+    }
+}
+
+fn log_why(revision: Revision, why: Why) {
+    match why {
+        Why::Rewritten { previous } => {
+            warn!(%previous, head = %revision, "the branch was rewritten (force-push or reset); applying the new head")
+        }
+        Why::SourceUnavailable => warn!(%revision, "resync while the branch cannot be fetched: the last good revision"),
+        Why::New | Why::Resync | Why::Forced => info!(%revision, ?why, "reconciling"),
+    }
+}

@@ -1,0 +1,367 @@
+//! The reconcile loop's decision: from what the loop has learnt (a fetch, a finished
+//! cycle, a change of leadership) to what it must do next. Pure: no I/O and no clock;
+//! `now` comes with each event.
+//!
+//! | event                          | does                                                    |
+//! |--------------------------------|---------------------------------------------------------|
+//! | head fetched, not applied      | reconcile it ([`Why::New`], [`Why::Rewritten`])         |
+//! | head fetched, failed to render | nothing, until resync is due: then the last good one    |
+//! | head fetched, applied          | reconcile again when resync is due or a cycle is forced |
+//! | fetch failed                   | when resync is due, the last good revision (drift is    |
+//! |                                | corrected while the remote is down)                     |
+//! | cycle done                     | remember what is applied; forget dropped clusters       |
+//! | leadership gained or lost      | forget what is applied: a new leader applies afresh     |
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use crate::git::Revision;
+
+/// What the loop remembers between events.
+#[derive(Debug, Clone)]
+pub struct State {
+    resync: Duration,
+    /// Applied to every cluster by the last complete cycle.
+    applied: Option<Revision>,
+    /// The last revision that rendered (applied to at least the clusters that answered).
+    good: Option<Revision>,
+    /// The last head that did not render, not retried until a resync is due.
+    broken: Option<Revision>,
+    last_cycle: Option<Instant>,
+    forced: bool,
+    source_unavailable: Option<String>,
+    /// A cycle rendered and reached at least one of its clusters (or had none) since
+    /// this instance began to lead.
+    cycled: bool,
+    leading: bool,
+    clusters: BTreeSet<String>,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The branch's head, and whether history was rewritten since the applied revision
+    /// (asked of Git for [`State::applied`]).
+    Fetched { head: Revision, rewritten: bool, now: Instant },
+    /// The branch could not be fetched.
+    FetchFailed { reason: String, now: Instant },
+    /// Reconcile at the next occasion even if Git did not move (replica state changed).
+    Forced,
+    /// Leadership changed.
+    Leading(bool),
+    /// A cycle finished (or was cut short by losing the lease or stopping).
+    Cycled { revision: Revision, outcome: Outcome, now: Instant },
+}
+
+/// How a cycle ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Rendered, and reconciled in `attempted` clusters of which `failed` failed;
+    /// `clusters` are all the clusters the revision declares.
+    Ran { attempted: usize, failed: usize, clusters: BTreeSet<String> },
+    /// The revision did not render; nothing was applied.
+    RenderFailed,
+    /// Stopped before it finished.
+    Cancelled,
+}
+
+/// Why a revision is reconciled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// A revision not applied yet.
+    New,
+    /// History was rewritten (force-push, reset): the new head, though it does not
+    /// descend from what is applied.
+    Rewritten { previous: Revision },
+    /// The resync period passed (drift correction).
+    Resync,
+    /// A cycle was asked for.
+    Forced,
+    /// The branch cannot be fetched: the last good revision, on the resync period.
+    SourceUnavailable,
+}
+
+/// What to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Render and reconcile this revision.
+    Reconcile { revision: Revision, why: Why },
+    /// The branch could not be fetched (said once, when it starts).
+    SourceLost(String),
+    /// The branch can be fetched again.
+    SourceBack,
+    /// Drop what is kept for a cluster the repository no longer declares.
+    ForgetCluster(String),
+}
+
+impl State {
+    /// Nothing applied yet; reconcile at least every `resync`.
+    pub fn new(resync: Duration) -> Self {
+        Self {
+            resync,
+            applied: None,
+            good: None,
+            broken: None,
+            last_cycle: None,
+            forced: false,
+            source_unavailable: None,
+            cycled: false,
+            leading: false,
+            clusters: BTreeSet::new(),
+        }
+    }
+
+    /// The revision applied everywhere by the last complete cycle.
+    pub fn applied(&self) -> Option<Revision> {
+        self.applied
+    }
+
+    /// Why the branch cannot be fetched, while it cannot.
+    pub fn source_unavailable(&self) -> Option<&str> {
+        self.source_unavailable.as_deref()
+    }
+
+    /// Ready: leading, the branch reachable, and a cycle run since leading began.
+    pub fn ready(&self) -> bool {
+        self.leading && self.source_unavailable.is_none() && self.cycled
+    }
+
+    fn due(&self, now: Instant) -> bool {
+        self.last_cycle.is_none_or(|t| now.saturating_duration_since(t) >= self.resync)
+    }
+
+    /// Takes one event; returns what to do.
+    pub fn step(&mut self, event: Event) -> Vec<Action> {
+        match event {
+            Event::Fetched { head, rewritten, now } => self.fetched(head, rewritten, now),
+            Event::FetchFailed { reason, now } => self.fetch_failed(reason, now),
+            Event::Forced => {
+                self.forced = true;
+                Vec::new()
+            }
+            Event::Leading(leading) => {
+                self.leading = leading;
+                // A new leader applies afresh; one that lost the lease must not think
+                // what it had applied is still current when it leads again.
+                self.applied = None;
+                self.last_cycle = None;
+                self.cycled = false;
+                Vec::new()
+            }
+            Event::Cycled { revision, outcome, now } => self.cycled(revision, outcome, now),
+        }
+    }
+
+    fn fetched(&mut self, head: Revision, rewritten: bool, now: Instant) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if self.source_unavailable.take().is_some() {
+            actions.push(Action::SourceBack);
+        }
+        let (due, forced) = (self.due(now), std::mem::take(&mut self.forced));
+        let why = match self.applied {
+            Some(applied) if applied == head && forced => Why::Forced,
+            Some(applied) if applied == head && due => Why::Resync,
+            Some(applied) if applied == head => return actions,
+            Some(previous) if rewritten => Why::Rewritten { previous },
+            _ if self.broken == Some(head) && !(due || forced) => return actions,
+            _ if self.broken == Some(head) => return self.resync_good(actions, Why::Resync),
+            _ => Why::New,
+        };
+        actions.push(Action::Reconcile { revision: head, why });
+        actions
+    }
+
+    /// The head does not render or cannot be fetched: reconcile the last good revision.
+    fn resync_good(&self, mut actions: Vec<Action>, why: Why) -> Vec<Action> {
+        if let Some(revision) = self.good {
+            actions.push(Action::Reconcile { revision, why });
+        }
+        actions
+    }
+
+    fn fetch_failed(&mut self, reason: String, now: Instant) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if self.source_unavailable.is_none() {
+            actions.push(Action::SourceLost(reason.clone()));
+        }
+        self.source_unavailable = Some(reason);
+        if self.due(now) || std::mem::take(&mut self.forced) {
+            return self.resync_good(actions, Why::SourceUnavailable);
+        }
+        actions
+    }
+
+    fn cycled(&mut self, revision: Revision, outcome: Outcome, now: Instant) -> Vec<Action> {
+        match outcome {
+            Outcome::Ran { attempted, failed, clusters } => {
+                self.last_cycle = Some(now);
+                // One dead member of several leaves the controller ready; none reached
+                // (credentials unreadable, an agent refusing) does not.
+                self.cycled = attempted == 0 || failed < attempted;
+                self.good = Some(revision);
+                self.broken = None;
+                // Clusters that failed are retried at the next fetch.
+                self.applied = (failed == 0).then_some(revision);
+                let dropped = self.clusters.difference(&clusters).cloned().map(Action::ForgetCluster).collect();
+                self.clusters = clusters;
+                dropped
+            }
+            Outcome::RenderFailed => {
+                self.last_cycle = Some(now);
+                self.broken = Some(revision);
+                Vec::new()
+            }
+            Outcome::Cancelled => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rev(n: u8) -> Revision {
+        Revision::from_bytes(&[n; 20]).unwrap()
+    }
+
+    fn clusters(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    /// A leader that applied `rev(1)` to member1 and member2 at `t0`.
+    fn applied(t0: Instant) -> State {
+        let mut state = State::new(Duration::from_secs(300));
+        state.step(Event::Leading(true));
+        let actions = state.step(Event::Fetched { head: rev(1), rewritten: false, now: t0 });
+        assert_eq!(actions, [Action::Reconcile { revision: rev(1), why: Why::New }]);
+        let ran = Outcome::Ran { attempted: 2, failed: 0, clusters: clusters(&["member1", "member2"]) };
+        assert!(state.step(Event::Cycled { revision: rev(1), outcome: ran, now: t0 }).is_empty());
+        assert!(state.ready());
+        state
+    }
+
+    fn fetched(state: &mut State, head: Revision, now: Instant) -> Vec<Action> {
+        state.step(Event::Fetched { head, rewritten: false, now })
+    }
+
+    #[test]
+    fn a_new_revision_is_reconciled_once() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        assert!(fetched(&mut state, rev(1), t0 + Duration::from_secs(1)).is_empty(), "nothing new");
+        assert_eq!(
+            fetched(&mut state, rev(2), t0 + Duration::from_secs(2)),
+            [Action::Reconcile { revision: rev(2), why: Why::New }]
+        );
+    }
+
+    #[test]
+    fn a_rewritten_branch_is_applied_and_said_so() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        let actions = state.step(Event::Fetched { head: rev(9), rewritten: true, now: t0 });
+        assert_eq!(actions, [Action::Reconcile { revision: rev(9), why: Why::Rewritten { previous: rev(1) } }]);
+    }
+
+    #[test]
+    fn resync_reconciles_the_applied_revision_when_due() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        assert!(fetched(&mut state, rev(1), t0 + Duration::from_secs(299)).is_empty());
+        assert_eq!(
+            fetched(&mut state, rev(1), t0 + Duration::from_secs(300)),
+            [Action::Reconcile { revision: rev(1), why: Why::Resync }]
+        );
+    }
+
+    #[test]
+    fn a_forced_cycle_runs_without_a_new_revision() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        state.step(Event::Forced);
+        assert_eq!(fetched(&mut state, rev(1), t0), [Action::Reconcile { revision: rev(1), why: Why::Forced }]);
+        assert!(fetched(&mut state, rev(1), t0).is_empty(), "forcing is used up");
+    }
+
+    #[test]
+    fn a_head_that_does_not_render_waits_for_resync_which_reapplies_the_last_good_revision() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        assert_eq!(fetched(&mut state, rev(2), t0), [Action::Reconcile { revision: rev(2), why: Why::New }]);
+        state.step(Event::Cycled { revision: rev(2), outcome: Outcome::RenderFailed, now: t0 });
+        assert!(fetched(&mut state, rev(2), t0 + Duration::from_secs(10)).is_empty(), "not rendered again");
+        assert_eq!(
+            fetched(&mut state, rev(2), t0 + Duration::from_secs(300)),
+            [Action::Reconcile { revision: rev(1), why: Why::Resync }],
+            "drift is corrected with the last good revision"
+        );
+        assert_eq!(
+            fetched(&mut state, rev(3), t0 + Duration::from_secs(301)),
+            [Action::Reconcile { revision: rev(3), why: Why::New }],
+            "a fix is picked up at once"
+        );
+    }
+
+    #[test]
+    fn while_the_source_is_down_the_last_good_revision_is_resynced_and_readiness_drops() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        let down = |state: &mut State, secs| {
+            state.step(Event::FetchFailed { reason: "connection refused".into(), now: t0 + Duration::from_secs(secs) })
+        };
+        assert_eq!(down(&mut state, 10), [Action::SourceLost("connection refused".into())]);
+        assert!(!state.ready());
+        assert_eq!(state.source_unavailable(), Some("connection refused"));
+        assert!(down(&mut state, 20).is_empty(), "said once");
+        assert_eq!(down(&mut state, 300), [Action::Reconcile { revision: rev(1), why: Why::SourceUnavailable }]);
+        let ran = Outcome::Ran { attempted: 2, failed: 0, clusters: clusters(&["member1", "member2"]) };
+        state.step(Event::Cycled { revision: rev(1), outcome: ran, now: t0 + Duration::from_secs(300) });
+        assert!(down(&mut state, 310).is_empty(), "not again until the next resync");
+        assert_eq!(fetched(&mut state, rev(1), t0 + Duration::from_secs(311)), [Action::SourceBack]);
+        assert!(state.ready());
+    }
+
+    #[test]
+    fn a_failed_cluster_is_retried_at_the_next_fetch_and_does_not_make_the_leader_unready() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        fetched(&mut state, rev(2), t0);
+        let ran = Outcome::Ran { attempted: 2, failed: 1, clusters: clusters(&["member1", "member2"]) };
+        state.step(Event::Cycled { revision: rev(2), outcome: ran, now: t0 });
+        assert!(state.ready(), "one dead member does not make the controller unready");
+        let none = Outcome::Ran { attempted: 2, failed: 2, clusters: clusters(&["member1", "member2"]) };
+        state.step(Event::Cycled { revision: rev(2), outcome: none, now: t0 });
+        assert!(!state.ready(), "no member reached");
+        assert_eq!(
+            fetched(&mut state, rev(2), t0 + Duration::from_secs(1)),
+            [Action::Reconcile { revision: rev(2), why: Why::New }]
+        );
+    }
+
+    #[test]
+    fn losing_the_lease_mid_cycle_forgets_what_was_applied() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        fetched(&mut state, rev(2), t0);
+        state.step(Event::Leading(false));
+        state.step(Event::Cycled { revision: rev(2), outcome: Outcome::Cancelled, now: t0 });
+        assert!(!state.ready());
+        assert_eq!(state.applied(), None);
+        state.step(Event::Leading(true));
+        assert_eq!(
+            fetched(&mut state, rev(1), t0 + Duration::from_secs(5)),
+            [Action::Reconcile { revision: rev(1), why: Why::New }],
+            "a new leader applies afresh"
+        );
+    }
+
+    #[test]
+    fn a_dropped_cluster_is_forgotten() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        fetched(&mut state, rev(2), t0);
+        let ran = Outcome::Ran { attempted: 2, failed: 0, clusters: clusters(&["member1"]) };
+        let actions = state.step(Event::Cycled { revision: rev(2), outcome: ran, now: t0 });
+        assert_eq!(actions, [Action::ForgetCluster("member2".into())]);
+    }
+}
