@@ -19,6 +19,8 @@ rootfs=$HOME/.cache/flotilla/rootfs-bookworm
 scratch image
 
 if [ "$(cat "$rootfs/.packages" 2>/dev/null)" != "$packages" ]; then
+  command -v debootstrap >/dev/null || {
+    echo "debootstrap is missing: install Debian's debootstrap package (hack/test.sh installs it)" >&2; exit 1; }
   say "debootstrap bookworm with $packages"
   rm -rf "$rootfs"
   debootstrap --variant=minbase --include="$packages" bookworm "$rootfs" http://deb.debian.org/debian >"$tmp/debootstrap.log" 2>&1 \

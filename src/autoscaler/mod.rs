@@ -231,38 +231,13 @@ fn evaluate_cron<'p>(sync: &Round<'p>, state: &mut State, cron: &'p Named<CronFe
             };
             entry.next_execution_time = (!suspended).then(|| schedule.next_after(sync.now).map(rfc3339)).flatten();
             let Some(at) = schedule.due(since, sync.now).filter(|_| !suspended) else { continue };
-            let mut edits = Vec::new();
-            if r.kind == "FederatedHPA" {
-                let target = Target::FederatedHpa { namespace: namespace.clone(), name: r.name.clone() };
-                if let Some(min) = rule.target_min_replicas {
-                    edits.push(Edit { target: target.clone(), field: "minReplicas", value: i64::from(min) });
-                }
-                if let Some(max) = rule.target_max_replicas {
-                    edits.push(Edit { target, field: "maxReplicas", value: i64::from(max) });
-                }
-                if !plan
-                    .loaded
-                    .federated_hpas
-                    .iter()
-                    .any(|h| h.namespace.as_deref() == Some(&namespace) && h.name == r.name)
-                {
-                    let failure = format!("{}: FederatedHPA {namespace}/{} does not exist", rfc3339(at), r.name);
-                    remember(&mut entry.failed, failure, limits.1);
+            let edits = match rule_edits(plan, &namespace, rule, r) {
+                Ok(edits) => edits,
+                Err(why) => {
+                    remember(&mut entry.failed, format!("{}: {why}", rfc3339(at)), limits.1);
                     continue;
                 }
-            } else if let Some(replicas) = rule.target_replicas {
-                let key = ObjectKey {
-                    api_version: r.api_version.clone(),
-                    kind: r.kind.clone(),
-                    namespace: Some(namespace.clone()),
-                    name: r.name.clone(),
-                };
-                if plan.loaded.template(&key).is_none() {
-                    remember(&mut entry.failed, format!("{}: {key} does not exist", rfc3339(at)), limits.1);
-                    continue;
-                }
-                edits.push(Edit { target: Target::Template(key), field: "replicas", value: i64::from(replicas) });
-            }
+            };
             for edit in edits {
                 changes.push(Change {
                     line: format!(
@@ -280,6 +255,42 @@ fn evaluate_cron<'p>(sync: &Round<'p>, state: &mut State, cron: &'p Named<CronFe
         }
     }
     changes
+}
+
+/// What a due rule run sets, or why it cannot run (its target is not declared).
+fn rule_edits(
+    plan: &Plan,
+    namespace: &str,
+    rule: &flotilla_core::model::autoscale::CronRule,
+    r: &flotilla_core::model::autoscale::ScaleTargetRef,
+) -> Result<Vec<Edit>, String> {
+    let mut edits = Vec::new();
+    if r.kind == "FederatedHPA" {
+        let target = Target::FederatedHpa { namespace: namespace.to_owned(), name: r.name.clone() };
+        if let Some(min) = rule.target_min_replicas {
+            edits.push(Edit { target: target.clone(), field: "minReplicas", value: i64::from(min) });
+        }
+        if let Some(max) = rule.target_max_replicas {
+            edits.push(Edit { target, field: "maxReplicas", value: i64::from(max) });
+        }
+        let declared =
+            plan.loaded.federated_hpas.iter().any(|h| h.namespace.as_deref() == Some(namespace) && h.name == r.name);
+        if !declared {
+            return Err(format!("FederatedHPA {namespace}/{} does not exist", r.name));
+        }
+    } else if let Some(replicas) = rule.target_replicas {
+        let key = ObjectKey {
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            namespace: Some(namespace.to_owned()),
+            name: r.name.clone(),
+        };
+        if plan.loaded.template(&key).is_none() {
+            return Err(format!("{key} does not exist"));
+        }
+        edits.push(Edit { target: Target::Template(key), field: "replicas", value: i64::from(replicas) });
+    }
+    Ok(edits)
 }
 
 /// The fields one cron rule run set, and the rule's history limits.

@@ -150,7 +150,7 @@ async fn an_ssh_remote_with_a_key_and_known_hosts() {
     .unwrap();
     std::fs::create_dir_all("/run/sshd").unwrap();
     let _sshd = Running(
-        Command::new("/usr/sbin/sshd")
+        Command::new(crate::support::tool("/usr/sbin/sshd", "openssh-server"))
             .args(["-D", "-e", "-f", config.to_str().unwrap()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())

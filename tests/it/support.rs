@@ -79,3 +79,13 @@ where
     }
     panic!("timed out after {limit:?} waiting for {what}");
 }
+
+/// A program the tests run, or a failure that names it and how to get it (instead of a
+/// bare "No such file or directory" from spawning it).
+pub fn tool<'a>(path: &'a str, debian_package: &str) -> &'a str {
+    assert!(
+        std::path::Path::new(path).exists(),
+        "{path} is missing: install Debian's {debian_package} package (hack/test.sh installs everything the tests need)"
+    );
+    path
+}

@@ -11,13 +11,15 @@ use flotilla_core::render::{CONFLICT_ANNOTATION, MANAGED_LABEL};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
 use kube::discovery::Scope;
-use kube::{Client, Resource};
 use serde_json::Value;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
-use super::{FIELD_MANAGER, INSTANCE_ANNOTATION, inventory};
+mod delete;
+
+use super::{FIELD_MANAGER, inventory};
 
 /// One object the plan wants in this cluster.
 #[derive(Debug, Clone)]
@@ -119,7 +121,7 @@ pub async fn reconcile(
             kinds.forget_failures();
         }
     }
-    let kept = prune(&mut kinds, to_prune, &settings, &mut report).await;
+    let kept = delete::delete_pruned(&mut kinds, to_prune, &settings, &mut report).await;
     let objects: BTreeSet<ObjectKey> =
         desired_keys.into_iter().chain(kept).chain(previous.objects.intersection(protected).cloned()).collect();
     let done = Inventory { revision: revision.to_owned(), objects };
@@ -378,53 +380,4 @@ async fn wait_established(client: &Client, desired: &BTreeSet<ObjectKey>) {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-}
-
-/// Deletes what left the plan, in reverse apply order. Only objects carrying flotilla's
-/// managed label and this instance's annotation are deleted. Returns the keys to keep in
-/// the inventory (failed deletes, retried next run).
-async fn prune(
-    kinds: &mut Kinds<'_>,
-    mut keys: Vec<ObjectKey>,
-    settings: &Settings<'_>,
-    report: &mut Report,
-) -> Vec<ObjectKey> {
-    let instance = settings.instance;
-    keys.sort_by_key(|k| std::cmp::Reverse(diff::apply_rank(k)));
-    let mut kept = Vec::new();
-    for key in keys {
-        if let Some(bar) = &settings.progress {
-            bar.inc(1);
-        }
-        let Ok((ar, scope)) = kinds.resolve(&key).await else {
-            info!(object = %key, "kind no longer served; dropping from the inventory");
-            continue;
-        };
-        let api = kinds.api(&ar, &scope, key.namespace.as_deref());
-        match api.get_opt(&key.name).await {
-            Ok(None) => {}
-            Ok(Some(live)) => {
-                let ours = live.meta().labels.as_ref().and_then(|l| l.get(MANAGED_LABEL)).map(String::as_str)
-                    == Some("true")
-                    && live.meta().annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION)).map(String::as_str)
-                        == Some(instance);
-                if !ours {
-                    info!(object = %key, "not managed by this flotilla instance any more; left in place");
-                    continue;
-                }
-                match api.delete(&key.name, &DeleteParams::background()).await {
-                    Ok(_) => report.pruned.push(key),
-                    Err(e) => {
-                        report.failed.push((key.clone(), format!("delete failed: {e}")));
-                        kept.push(key);
-                    }
-                }
-            }
-            Err(e) => {
-                report.failed.push((key.clone(), format!("read before delete failed: {e}")));
-                kept.push(key);
-            }
-        }
-    }
-    kept
 }

@@ -1,0 +1,60 @@
+//! The deleting half of prune: what left the plan goes, if it is still this instance's.
+
+use flotilla_core::diff;
+use flotilla_core::model::ObjectKey;
+use flotilla_core::render::MANAGED_LABEL;
+use kube::Resource;
+use kube::api::DeleteParams;
+use tracing::info;
+
+use super::{Kinds, Report, Settings};
+use crate::clusters::INSTANCE_ANNOTATION;
+
+/// Deletes what left the plan, in reverse apply order. Only objects carrying flotilla's
+/// managed label and this instance's annotation are deleted. Returns the keys to keep in
+/// the inventory (failed deletes, retried next run).
+pub(super) async fn delete_pruned(
+    kinds: &mut Kinds<'_>,
+    mut keys: Vec<ObjectKey>,
+    settings: &Settings<'_>,
+    report: &mut Report,
+) -> Vec<ObjectKey> {
+    let instance = settings.instance;
+    keys.sort_by_key(|k| std::cmp::Reverse(diff::apply_rank(k)));
+    let mut kept = Vec::new();
+    for key in keys {
+        if let Some(bar) = &settings.progress {
+            bar.inc(1);
+        }
+        let Ok((ar, scope)) = kinds.resolve(&key).await else {
+            info!(object = %key, "kind no longer served; dropping from the inventory");
+            continue;
+        };
+        let api = kinds.api(&ar, &scope, key.namespace.as_deref());
+        match api.get_opt(&key.name).await {
+            Ok(None) => {}
+            Ok(Some(live)) => {
+                let ours = live.meta().labels.as_ref().and_then(|l| l.get(MANAGED_LABEL)).map(String::as_str)
+                    == Some("true")
+                    && live.meta().annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION)).map(String::as_str)
+                        == Some(instance);
+                if !ours {
+                    info!(object = %key, "not managed by this flotilla instance any more; left in place");
+                    continue;
+                }
+                match api.delete(&key.name, &DeleteParams::background()).await {
+                    Ok(_) => report.pruned.push(key),
+                    Err(e) => {
+                        report.failed.push((key.clone(), format!("delete failed: {e}")));
+                        kept.push(key);
+                    }
+                }
+            }
+            Err(e) => {
+                report.failed.push((key.clone(), format!("read before delete failed: {e}")));
+                kept.push(key);
+            }
+        }
+    }
+    kept
+}
