@@ -106,6 +106,14 @@ pub struct RunArgs {
     /// How long a lease stays valid without renewal; a standby takes over after it.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
     pub lease_duration: Duration,
+    /// How long the leader keeps leading (and writing) without renewing the lease; it
+    /// stops before a standby may take over (default: two thirds of --lease-duration).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub lease_renew_deadline: Option<Duration>,
+    /// Time between attempts to acquire or renew the lease (default: 2/15 of
+    /// --lease-duration, as client-go's 2s of 15s).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub lease_retry_period: Option<Duration>,
     /// Time between autoscaler syncs (FederatedHPA and CronFederatedHPA).
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
     pub autoscale_interval: Duration,

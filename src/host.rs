@@ -30,7 +30,7 @@ impl Host {
 }
 
 async fn connect(kubeconfig: Option<&(PathBuf, Option<String>)>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
+    let mut config = match kubeconfig {
         Some((path, context)) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path).context("reading the host kubeconfig")?;
             let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
@@ -38,6 +38,7 @@ async fn connect(kubeconfig: Option<&(PathBuf, Option<String>)>) -> anyhow::Resu
         }
         None => kube::Config::incluster().context("in-cluster configuration for the host cluster")?,
     };
+    crate::identity::stamp(&mut config);
     kube::Client::try_from(config).context("host cluster client")
 }
 

@@ -3,7 +3,7 @@
 //!
 //! The modules, edges first: `commands` (one per subcommand), `source` and `git` (a
 //! repository into memory), `clusters` (the executor), `host` (the host cluster),
-//! `leader` (election), `server` (HTTP), `status` and `metrics` (what loops report);
+//! `identity` (who this process is), `leader` (election), `server` (HTTP), `status` and `metrics` (what loops report);
 //! the loops `reconciler` and `autoscaler`, which `controller` composes.
 
 use std::process::ExitCode;
@@ -17,6 +17,7 @@ mod commands;
 mod controller;
 mod git;
 mod host;
+mod identity;
 mod leader;
 mod memory;
 mod metrics;

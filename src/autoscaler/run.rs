@@ -15,6 +15,7 @@ use super::{Round, Settings, State, observe};
 use crate::clusters::connect::{Pool, Trust};
 use crate::clusters::credentials::Credentials;
 use crate::host::{Host, ReplicaState};
+use crate::leader::Fence;
 use crate::metrics::{AutoscalerLabels, Metrics, OutcomeLabel};
 use crate::status::Board;
 
@@ -53,6 +54,8 @@ pub struct Autoscaler {
     pub board: Arc<Board>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// Checked right before a write of replica counts.
+    pub fence: Fence,
     /// Called after a write: the branch moved, or (for the state ConfigMap) a render
     /// must run although it did not.
     pub written: Box<dyn Fn() + Send + Sync>,
@@ -126,6 +129,9 @@ impl Autoscaler {
     }
 
     async fn write(&self, edits: Vec<Edit>, message: String) -> Result<bool, String> {
+        if !self.fence.holds() {
+            return Err("this instance no longer holds the lease; not writing".into());
+        }
         match &self.writer {
             Writer::Git(committer) => {
                 let commit = committer.commit(edits, message, 6).await?;

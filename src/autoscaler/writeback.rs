@@ -14,6 +14,7 @@ use flotilla_core::yaml_edit;
 use serde_json::Value;
 
 use crate::git::{Files, Git, Pushed, Revision};
+use crate::leader::Fence;
 
 /// What to change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +81,8 @@ pub struct Committer {
     pub author: (String, String),
     /// The parse cache the renders use (the edited head is usually parsed already).
     pub cache: Arc<Mutex<ParseCache>>,
+    /// Checked on the Git thread right before each push.
+    pub fence: Fence,
 }
 
 impl Committer {
@@ -99,6 +102,10 @@ impl Committer {
                 .run(move |branch| {
                     let author = (this.author.0.as_str(), this.author.1.as_str());
                     branch.commit_and_push(author, &message, |repo, head| {
+                        // Right before the commit and its push, after the fetch.
+                        if !this.fence.holds() {
+                            return Err("this instance no longer holds the lease; not pushing".into());
+                        }
                         files(repo, head, &this.prefix, &edits, &this.cache)
                     })
                 })
@@ -296,6 +303,7 @@ mod tests {
             prefix: String::new(),
             author: ("bot".into(), "bot@example.invalid".into()),
             cache: Arc::default(),
+            fence: Default::default(),
         };
         let key = ObjectKey {
             api_version: "apps/v1".into(),

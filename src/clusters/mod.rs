@@ -19,6 +19,8 @@ use serde_json::Value;
 
 use apply::{Desired, Report, Settings};
 
+use crate::leader::Fence;
+
 /// The one server-side-apply field manager flotilla uses. Never rename it: SSA
 /// ownership is keyed on it.
 pub const FIELD_MANAGER: &str = "flotilla";
@@ -46,6 +48,9 @@ pub struct Options<'a> {
     pub request_timeout: Duration,
     /// Whole-cluster timeout.
     pub cluster_timeout: Duration,
+    /// Checked before each batch of applies and each delete: a controller that lost its
+    /// lease writes nothing more.
+    pub fence: &'a Fence,
 }
 
 /// The outcome for one cluster.
@@ -165,10 +170,18 @@ async fn attempt(
     if let Some(bar) = &progress {
         bar.set_message("applying");
     }
-    let settings =
-        Settings { instance: options.instance, budget: options.budget, concurrency: options.concurrency, progress };
+    let settings = Settings {
+        instance: options.instance,
+        budget: options.budget,
+        concurrency: options.concurrency,
+        progress,
+        fence: options.fence,
+    };
     apply::reconcile(&client, &plan.revision, desired, &protected, settings).await.map_err(|e| {
-        let retry = !matches!(e, apply::ReconcileError::Inventory(inventory::InventoryError::Corrupt(..)));
+        let retry = !matches!(
+            e,
+            apply::ReconcileError::Inventory(inventory::InventoryError::Corrupt(..)) | apply::ReconcileError::Fenced
+        );
         Failure::of(e, retry)
     })
 }

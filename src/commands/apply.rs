@@ -37,6 +37,7 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         concurrency: args.reconcile.concurrency,
         request_timeout: args.reconcile.request_timeout,
         cluster_timeout: args.reconcile.cluster_timeout,
+        fence: &Default::default(),
     };
     let outcomes = runtime()?.block_on(clusters::reconcile_all(&plan, &kubeconfig, &names, options));
     let mut outcome = report(&plan);

@@ -43,9 +43,11 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         (None, Some(cluster)) => Credentials::InCluster { cluster: cluster.clone() },
         (None, None) => unreachable!("clap requires --kubeconfig, --member-secrets or --agent"),
     };
-    let election = args
-        .leader_elect
-        .then(|| controller::election(&args.reconcile.instance, args.agent.as_deref(), args.lease_duration));
+    let timing =
+        crate::leader::elect::Timing::new(args.lease_duration, args.lease_renew_deadline, args.lease_retry_period)
+            .map_err(anyhow::Error::msg)?;
+    let election =
+        args.leader_elect.then(|| controller::election(&args.reconcile.instance, args.agent.as_deref(), timing));
     // One writer of replica counts: the push controller (Karmada runs FederatedHPA in the
     // control plane, not in its agents).
     let autoscale = match args.agent {

@@ -6,7 +6,6 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::Context;
 use prometheus_client::registry::Registry;
@@ -18,7 +17,8 @@ use crate::clusters::connect::Pool;
 use crate::clusters::credentials::Credentials;
 use crate::git::{Branch, Git, GitAuth};
 use crate::host::Host;
-use crate::leader::{Election, Leadership};
+use crate::leader::elect::Timing;
+use crate::leader::{Election, Fence, Leadership};
 use crate::metrics::Metrics;
 use crate::reconciler::{Inputs, Reconciler, Trigger};
 use crate::server::webhook::Webhooks;
@@ -77,13 +77,16 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let _watcher = crate::git::watch_local(&config.repo, move || {
         let _ = wake.send(Trigger::Fetch);
     })?;
-    let leadership = Leadership::start(config.election.as_ref(), &parts.host, &config.reconcile.namespace).await?;
+    let namespace = &config.reconcile.namespace;
+    let leadership =
+        Leadership::start(config.election.as_ref(), &parts.host, namespace, crate::identity::identity()).await?;
     let stop = shutdown_signal();
     let parse_cache = Arc::new(Mutex::new(Default::default()));
     let (rendered, plans) = watch::channel(None);
     let autoscaler = match &config.autoscale {
         Some(settings) => {
-            let loop_ = autoscaler_loop(&config, settings.clone(), &parts, &git, &parse_cache, triggers);
+            let fence = leadership.fence();
+            let loop_ = autoscaler_loop(&config, settings.clone(), &parts, &git, &parse_cache, triggers, fence);
             Some(tokio::spawn(loop_.run(plans, leadership.subscribe(), stop.clone())))
         }
         None => {
@@ -101,8 +104,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         metrics: parts.metrics.clone(),
         rendered,
         parse_cache,
+        fence: leadership.fence(),
     };
-    reconciler.run(Inputs { triggers: triggered, leading: leadership.subscribe(), stop }).await;
+    reconciler.run(Inputs { triggers: Some(triggered), leading: leadership.subscribe(), stop }).await;
     info!("stopping");
     if let Some(task) = autoscaler {
         let _ = task.await;
@@ -156,6 +160,7 @@ fn autoscaler_loop(
     git: &Git,
     parse_cache: &Arc<Mutex<flotilla_core::load::ParseCache>>,
     triggers: mpsc::UnboundedSender<Trigger>,
+    fence: Fence,
 ) -> Autoscaler {
     let (writer, after) = match settings.writeback {
         autoscaler::Writeback::Git if !crate::git::is_url(&config.repo) => {
@@ -172,6 +177,7 @@ fn autoscaler_loop(
                 prefix: config.reconcile.path.clone(),
                 author: settings.author.clone(),
                 cache: parse_cache.clone(),
+                fence: fence.clone(),
             };
             (Writer::Git(committer), Trigger::Fetch)
         }
@@ -195,6 +201,7 @@ fn autoscaler_loop(
         request_timeout: config.reconcile.request_timeout,
         board: parts.board.clone(),
         metrics: parts.metrics.clone(),
+        fence,
         written: Box::new(move || {
             let _ = triggers.send(after);
         }),
@@ -219,12 +226,12 @@ fn shutdown_signal() -> watch::Receiver<bool> {
     rx
 }
 
-/// A lease that lasts `seconds` (the Lease is named after the instance, and apart for
-/// an agent, should both share a host cluster and an instance name).
-pub fn election(instance: &str, agent: Option<&str>, seconds: Duration) -> Election {
+/// A lease with `timing` (the Lease is named after the instance, and apart for an agent,
+/// should both share a host cluster and an instance name).
+pub fn election(instance: &str, agent: Option<&str>, timing: Timing) -> Election {
     let name = match agent {
         Some(cluster) => format!("flotilla-{instance}-agent-{cluster}"),
         None => format!("flotilla-{instance}"),
     };
-    Election { name, duration: seconds.as_secs().max(1) }
+    Election { name, timing }
 }

@@ -53,6 +53,7 @@ impl Reconciler {
             concurrency: settings.concurrency,
             request_timeout: settings.request_timeout,
             cluster_timeout: settings.cluster_timeout,
+            fence: &self.fence,
         };
         let clock = Instant::now();
         let outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;

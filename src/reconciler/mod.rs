@@ -21,6 +21,7 @@ use crate::clusters::connect::{Pool, Trust};
 use crate::clusters::credentials::Credentials;
 use crate::git::{Git, Revision};
 use crate::host::Host;
+use crate::leader::Fence;
 use crate::metrics::{ErrorReason, Metrics};
 use crate::status::Board;
 use step::{Action, Event, Outcome, State, Why};
@@ -81,12 +82,14 @@ pub struct Reconciler {
     pub rendered: watch::Sender<Option<Arc<Plan>>>,
     /// Documents of the last rendered revision by blob id.
     pub parse_cache: Arc<Mutex<ParseCache>>,
+    /// Checked right before each write to a member.
+    pub fence: Fence,
 }
 
 /// What the loop listens to.
 pub struct Inputs {
-    /// Early wake-ups.
-    pub triggers: mpsc::UnboundedReceiver<Trigger>,
+    /// Early wake-ups (`None`: none, or no sender is left).
+    pub triggers: Option<mpsc::UnboundedReceiver<Trigger>>,
     /// Whether this instance leads.
     pub leading: watch::Receiver<bool>,
     /// Becomes true when the controller stops.
@@ -108,7 +111,12 @@ impl Reconciler {
                 info!(leading, "{}", if leading { "leading: taking over" } else { "standing by" });
             }
             if leading {
-                let event = self.fetch(state.applied()).await;
+                // A fetch cannot be interrupted on the Git thread, but stopping need not
+                // wait for it: nothing has been written yet.
+                let event = tokio::select! {
+                    event = self.fetch(state.applied()) => event,
+                    _ = inputs.stop.changed() => break,
+                };
                 let actions = state.step(event);
                 self.act(&mut state, actions, &mut placements, &mut inputs).await;
             }
@@ -123,10 +131,12 @@ impl Reconciler {
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = crate::leader::changed(&mut inputs.leading) => {}
-            trigger = inputs.triggers.recv() => match trigger {
+            trigger = next_trigger(&mut inputs.triggers) => match trigger {
                 Some(Trigger::Force) => { state.step(Event::Forced); }
                 Some(Trigger::Fetch) => info!("woken: fetching now"),
-                None => std::future::pending::<()>().await,
+                // Every sender is gone (the autoscaler ends when the controller stops):
+                // the timer and `stop` still wake the loop.
+                None => {}
             },
             _ = inputs.stop.changed() => {}
         }
@@ -212,5 +222,34 @@ fn log_why(revision: Revision, why: Why) {
         }
         Why::SourceUnavailable => warn!(%revision, "resync while the branch cannot be fetched: the last good revision"),
         Why::New | Why::Resync | Why::Forced => info!(%revision, ?why, "reconciling"),
+    }
+}
+
+/// The next trigger; once every sender is gone, the channel is dropped and this never
+/// resolves (a closed channel would otherwise answer at once, forever).
+async fn next_trigger(triggers: &mut Option<mpsc::UnboundedReceiver<Trigger>>) -> Option<Trigger> {
+    let Some(open) = triggers else { return std::future::pending().await };
+    let next = open.recv().await;
+    if next.is_none() {
+        *triggers = None;
+    }
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_closed_trigger_channel_is_dropped_and_never_answers_again() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut triggers = Some(rx);
+        tx.send(Trigger::Fetch).unwrap();
+        drop(tx);
+        assert!(matches!(next_trigger(&mut triggers).await, Some(Trigger::Fetch)));
+        assert!(next_trigger(&mut triggers).await.is_none());
+        assert!(triggers.is_none());
+        let never = tokio::time::timeout(Duration::from_millis(20), next_trigger(&mut triggers)).await;
+        assert!(never.is_err(), "a closed channel no longer wakes the loop (nor hangs it)");
     }
 }

@@ -7,18 +7,19 @@ use kube::Resource;
 use kube::api::DeleteParams;
 use tracing::info;
 
-use super::{Kinds, Report, Settings};
+use super::{Kinds, ReconcileError, Report, Settings};
 use crate::clusters::INSTANCE_ANNOTATION;
 
 /// Deletes what left the plan, in reverse apply order. Only objects carrying flotilla's
-/// managed label and this instance's annotation are deleted. Returns the keys to keep in
-/// the inventory (failed deletes, retried next run).
+/// managed label and this instance's annotation are deleted, and only while the lease is
+/// held, checked right before each delete. Returns the keys to keep in the inventory
+/// (failed deletes, retried next run).
 pub(super) async fn delete_pruned(
     kinds: &mut Kinds<'_>,
     mut keys: Vec<ObjectKey>,
     settings: &Settings<'_>,
     report: &mut Report,
-) -> Vec<ObjectKey> {
+) -> Result<Vec<ObjectKey>, ReconcileError> {
     let instance = settings.instance;
     keys.sort_by_key(|k| std::cmp::Reverse(diff::apply_rank(k)));
     let mut kept = Vec::new();
@@ -42,6 +43,7 @@ pub(super) async fn delete_pruned(
                     info!(object = %key, "not managed by this flotilla instance any more; left in place");
                     continue;
                 }
+                settings.fence()?;
                 match api.delete(&key.name, &DeleteParams::background()).await {
                     Ok(_) => report.pruned.push(key),
                     Err(e) => {
@@ -56,5 +58,5 @@ pub(super) async fn delete_pruned(
             }
         }
     }
-    kept
+    Ok(kept)
 }

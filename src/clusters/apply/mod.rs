@@ -20,6 +20,7 @@ use tracing::{debug, warn};
 mod delete;
 
 use super::{FIELD_MANAGER, inventory};
+use crate::leader::Fence;
 
 /// One object the plan wants in this cluster.
 #[derive(Debug, Clone)]
@@ -67,6 +68,16 @@ pub enum ReconcileError {
     /// The API server did not answer discovery.
     #[error("discovery of {0} failed")]
     Discovery(String, #[source] kube::Error),
+    /// This instance lost its lease mid-reconcile and wrote nothing more.
+    #[error("stopped writing: this instance no longer holds the lease")]
+    Fenced,
+}
+
+impl Settings<'_> {
+    /// Refuses further writes once the lease is lost.
+    fn fence(&self) -> Result<(), ReconcileError> {
+        if self.fence.holds() { Ok(()) } else { Err(ReconcileError::Fenced) }
+    }
 }
 
 /// Settings of a reconcile.
@@ -80,6 +91,8 @@ pub struct Settings<'a> {
     pub budget: PruneBudget,
     /// Requests in flight at once.
     pub concurrency: usize,
+    /// Whether this instance may still write (it leads).
+    pub fence: &'a Fence,
 }
 
 /// Reconciles one cluster to `desired` at `revision`. `protected` objects (problems,
@@ -107,6 +120,7 @@ pub async fn reconcile(
     // an inventory that still lists the object, so the next run can prune it.
     let pending = Inventory { revision: previous.revision.clone(), objects: &previous.objects | &desired_keys };
     if pending != previous {
+        settings.fence()?;
         inventory::write(client, settings.instance, &pending).await?;
     }
     if let Some(bar) = &settings.progress {
@@ -115,17 +129,19 @@ pub async fn reconcile(
     let mut kinds = Kinds::new(client);
     for rank in 0..=2 {
         let batch: Vec<Desired> = desired.iter().filter(|d| diff::apply_rank(&d.key) == rank).cloned().collect();
+        settings.fence()?;
         apply_batch(client, &mut kinds, batch, &settings, &mut report).await?;
         if rank == 1 {
             wait_established(client, &desired_keys).await;
             kinds.forget_failures();
         }
     }
-    let kept = delete::delete_pruned(&mut kinds, to_prune, &settings, &mut report).await;
+    let kept = delete::delete_pruned(&mut kinds, to_prune, &settings, &mut report).await?;
     let objects: BTreeSet<ObjectKey> =
         desired_keys.into_iter().chain(kept).chain(previous.objects.intersection(protected).cloned()).collect();
     let done = Inventory { revision: revision.to_owned(), objects };
     if done != pending {
+        settings.fence()?;
         inventory::write(client, settings.instance, &done).await?;
     }
     Ok(report)
