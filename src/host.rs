@@ -63,7 +63,7 @@ impl ReplicaState<'_> {
         Ok(kube::Api::namespaced(self.host.client().await?, self.namespace))
     }
 
-    /// Replicas by state key (`flotilla_core::schedule::state_key`).
+    /// Replicas by key, spelled (`ObjectKey::spelled`).
     pub async fn read(&self) -> anyhow::Result<BTreeMap<String, i64>> {
         let name = self.name();
         let found = self.api().await?.get_opt(&name).await.with_context(|| format!("reading ConfigMap {name}"))?;
@@ -87,12 +87,12 @@ impl ReplicaState<'_> {
     }
 }
 
-/// ConfigMap keys allow `[-._a-zA-Z0-9]`; state keys have `/`. `/` is written as `.`
+/// ConfigMap keys allow `[-._a-zA-Z0-9]`; spelled keys have `/`. `/` is written as `.`
 /// and a literal `.` as `_`, which no group, version, kind, namespace or name contains.
 /// (Before, a literal `.` was written as `~`, which the API server refuses in a key: no
 /// such key was ever stored, so keys without a dot read as they always did.)
 fn data_key(key: &ObjectKey) -> String {
-    flotilla_core::schedule::state_key(key).replace('.', "_").replace('/', ".")
+    key.spelled().replace('.', "_").replace('/', ".")
 }
 
 fn from_data_key(key: &str) -> String {
@@ -113,6 +113,6 @@ mod tests {
         };
         let written = data_key(&key);
         assert!(written.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)), "{written}");
-        assert_eq!(from_data_key(&written), flotilla_core::schedule::state_key(&key));
+        assert_eq!(from_data_key(&written), key.spelled());
     }
 }

@@ -137,7 +137,7 @@ mod tests {
         let mut status = Status { leading: true, head: Some("abc".into()), ..Default::default() };
         status.clusters.insert("member1".into(), "abc: applied 2".into());
         status.autoscalers.insert(
-            "FederatedHPA default/nginx".into(),
+            "autoscaling.karmada.io/v1alpha1/FederatedHPA/default/nginx".into(),
             AutoscalerStatus {
                 kind: "FederatedHPA".into(),
                 conditions: vec![Condition { kind: "AbleToScale".into(), status: "True".into(), ..Default::default() }],

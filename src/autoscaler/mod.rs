@@ -52,7 +52,7 @@ pub struct State {
     histories: BTreeMap<String, History>,
     /// Per cron rule: the time it was last evaluated up to.
     cron_checked: BTreeMap<String, i64>,
-    /// By `<kind> <namespace>/<name>`.
+    /// By the autoscaler's key, spelled.
     pub status: BTreeMap<String, AutoscalerStatus>,
 }
 
@@ -78,9 +78,15 @@ impl State {
     }
 }
 
-/// How status, metrics and history name an autoscaler: `<kind> <namespace>/<name>`.
+/// How status, metrics and history name an autoscaler: its key, spelled.
 fn autoscaler_id<S>(kind: &str, named: &Named<S>) -> String {
-    format!("{kind} {}/{}", named.namespace.as_deref().unwrap_or("default"), named.name)
+    let key = ObjectKey {
+        api_version: "autoscaling.karmada.io/v1alpha1".into(),
+        kind: kind.into(),
+        namespace: Some(named.namespace.clone().unwrap_or_else(|| "default".into())),
+        name: named.name.clone(),
+    };
+    key.spelled()
 }
 
 fn rfc3339(unix: i64) -> String {
@@ -120,7 +126,7 @@ pub struct Round<'a> {
 /// The template replicas the autoscaler starts from: the state override, else Git's.
 fn current_replicas(sync: &Round<'_>, key: &ObjectKey) -> Option<i64> {
     let template = sync.plan.loaded.template(key)?;
-    let state = sync.overrides.get(&flotilla_core::schedule::state_key(key)).copied();
+    let state = sync.overrides.get(&key.spelled()).copied();
     Some(state.unwrap_or_else(|| template.object.pointer("/spec/replicas").and_then(|v| v.as_i64()).unwrap_or(1)))
 }
 
@@ -145,12 +151,7 @@ async fn evaluate_hpa<'p>(sync: &Round<'p>, state: &mut State, hpa: &'p Named<Fe
         let namespace = hpa.namespace.clone().unwrap_or_else(|| "default".into());
         let id = autoscaler_id("FederatedHPA", hpa);
         let r = &hpa.spec.scale_target_ref;
-        let key = ObjectKey {
-            api_version: r.api_version.clone(),
-            kind: r.kind.clone(),
-            namespace: Some(namespace.clone()),
-            name: r.name.clone(),
-        };
+        let key = r.key(&namespace);
         let status = state.status.entry(id.clone()).or_default();
         status.kind = "FederatedHPA".into();
         status.target = key.to_string();
@@ -194,7 +195,10 @@ async fn evaluate_hpa<'p>(sync: &Round<'p>, state: &mut State, hpa: &'p Named<Fe
         let reason = decision.reason.clone().unwrap_or_default();
         Some(Change {
             edit: Edit { target: Target::Template(key.clone()), field: "replicas", value: decision.desired },
-            line: format!("{key}: replicas {current} → {} ({id}: {reason})", decision.desired),
+            line: format!(
+                "{key}: replicas {current} → {} (FederatedHPA {namespace}/{}: {reason})",
+                decision.desired, hpa.name
+            ),
             source: Source::Hpa { id, spec: &hpa.spec, decision },
         })
     }
@@ -210,7 +214,7 @@ fn evaluate_cron<'p>(sync: &Round<'p>, state: &mut State, cron: &'p Named<CronFe
         let r = &cron.spec.scale_target_ref;
         let status = state.status.entry(id.clone()).or_default();
         status.kind = "CronFederatedHPA".into();
-        status.target = format!("{} {} {namespace}/{}", r.api_version, r.kind, r.name);
+        status.target = r.key(&namespace).to_string();
         for rule in &cron.spec.rules {
             let rule_id = format!("{id}/{}", rule.name);
             let since = *state.cron_checked.entry(rule_id.clone()).or_insert(sync.now);
@@ -241,10 +245,11 @@ fn evaluate_cron<'p>(sync: &Round<'p>, state: &mut State, cron: &'p Named<CronFe
             for edit in edits {
                 changes.push(Change {
                     line: format!(
-                        "{:?} {} → {} ({id} rule {} at {})",
+                        "{:?} {} → {} (CronFederatedHPA {namespace}/{} rule {} at {})",
                         edit.target,
                         edit.field,
                         edit.value,
+                        cron.name,
                         rule.name,
                         rfc3339(at)
                     ),
@@ -279,12 +284,7 @@ fn rule_edits(
             return Err(format!("FederatedHPA {namespace}/{} does not exist", r.name));
         }
     } else if let Some(replicas) = rule.target_replicas {
-        let key = ObjectKey {
-            api_version: r.api_version.clone(),
-            kind: r.kind.clone(),
-            namespace: Some(namespace.to_owned()),
-            name: r.name.clone(),
-        };
+        let key = r.key(namespace);
         if plan.loaded.template(&key).is_none() {
             return Err(format!("{key} does not exist"));
         }
@@ -458,7 +458,7 @@ spec:
             ]
         );
         assert!(message.starts_with("autoscale: 2 changes\n"), "{message}");
-        let rules = &state.status["CronFederatedHPA shop/web-bounds"].rules;
+        let rules = &state.status["autoscaling.karmada.io/v1alpha1/CronFederatedHPA/shop/web-bounds"].rules;
         assert_eq!(rules["morning"].successful.len(), 1);
         assert_eq!(rules["morning"].next_execution_time.as_deref(), Some("2026-12-02T08:00:00Z"));
         assert!(rules["paused"].successful.is_empty() && rules["paused"].next_execution_time.is_none());
@@ -490,15 +490,24 @@ spec:
         let mut state = State::default();
         let times = ["2026-12-01T08:00:00Z", "2026-12-01T08:01:00Z", "2026-12-01T08:02:00Z", "2026-12-01T08:03:00Z"];
         assert!(sync_at(&plan_of(failing), &mut state, &times).await.is_empty());
-        let failed = &state.status["CronFederatedHPA shop/gone"].rules["every-minute"].failed;
+        let failed =
+            &state.status["autoscaling.karmada.io/v1alpha1/CronFederatedHPA/shop/gone"].rules["every-minute"].failed;
         assert_eq!(failed.len(), 2, "{failed:?}");
         assert!(failed[0].starts_with("2026-12-01T08:03:00Z: apps/v1 Deployment shop/missing"), "{failed:?}");
 
         sync_at(&plan_of(REPO), &mut state, &["2026-12-01T08:04:00Z"]).await;
         assert_eq!(
             state.status.keys().collect::<Vec<_>>(),
-            ["CronFederatedHPA shop/web-bounds", "FederatedHPA shop/web"]
+            [
+                "autoscaling.karmada.io/v1alpha1/CronFederatedHPA/shop/web-bounds",
+                "autoscaling.karmada.io/v1alpha1/FederatedHPA/shop/web"
+            ]
         );
-        assert!(state.cron_checked.keys().all(|rule| rule.starts_with("CronFederatedHPA shop/web-bounds/")));
+        assert!(
+            state
+                .cron_checked
+                .keys()
+                .all(|rule| rule.starts_with("autoscaling.karmada.io/v1alpha1/CronFederatedHPA/shop/web-bounds/"))
+        );
     }
 }

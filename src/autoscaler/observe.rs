@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use crate::clusters;
 
-/// The target in the members.
+/// The target as observed in the members.
 #[derive(Debug, Default)]
-pub struct Members {
+pub struct Observed {
     /// Sum of the target's `spec.replicas` over the members that answered.
     pub replicas: i64,
     /// Pods pooled over those members, named `<cluster>/<pod>`.
@@ -55,14 +55,14 @@ impl Clients<'_> {
 }
 
 /// Reads the target (a Deployment, StatefulSet or ReplicaSet) in `clusters`.
-pub async fn observe(clients: Clients<'_>, clusters: &[String], target: &ObjectKey) -> Members {
+pub async fn observe(clients: Clients<'_>, clusters: &[String], target: &ObjectKey) -> Observed {
     let mut work = Vec::new();
     for cluster in clusters {
         let client = clients.get(cluster).await;
         work.push(async move { member(client?, cluster, target).await });
     }
     let results = futures::future::join_all(work).await;
-    let mut out = Members::default();
+    let mut out = Observed::default();
     for (cluster, result) in clusters.iter().zip(results) {
         match result {
             Ok((replicas, pods)) => {

@@ -9,25 +9,20 @@ pub mod get;
 pub mod inventory;
 pub mod status;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
-use flotilla_core::diff::{self, PruneBudget};
-use flotilla_core::model::{ObjectKey, Plan};
+use flotilla_core::diff::PruneBudget;
+use flotilla_core::model::Plan;
 use kube::config::Kubeconfig;
-use serde_json::Value;
 
-use apply::{Desired, Report, Settings};
+use apply::{Report, Settings};
+use flotilla_core::finish;
 
 use crate::leader::Fence;
 
 /// The one server-side-apply field manager flotilla uses. Never rename it: SSA
 /// ownership is keyed on it.
 pub const FIELD_MANAGER: &str = "flotilla";
-
-/// Annotation naming the flotilla instance that applied an object; only that instance
-/// prunes it.
-pub const INSTANCE_ANNOTATION: &str = "flotilla.dev/instance";
 
 /// Options of an apply run.
 #[derive(Debug, Clone, Copy)]
@@ -77,34 +72,6 @@ pub fn agent_cluster(plan: &Plan, name: &str) -> Result<(), String> {
         )),
         Some(_) => Ok(()),
     }
-}
-
-/// What the plan wants in `cluster`, each manifest stamped with its digest, and the
-/// objects that must not be touched there (render problems, suspended dispatching).
-pub fn desired(plan: &Plan, cluster: &str, instance: &str) -> Result<(Vec<Desired>, BTreeSet<ObjectKey>), String> {
-    let mut protected: BTreeSet<ObjectKey> = plan.problem_objects().cloned().collect();
-    let mut desired = Vec::new();
-    for rendered in plan.clusters.get(cluster).into_iter().flatten() {
-        let key = plan.loaded.templates[rendered.template].key.clone();
-        if rendered.suspended {
-            protected.insert(key);
-            continue;
-        }
-        let mut manifest = plan.manifest(rendered).map_err(|e| format!("{key}: {e}"))?;
-        manifest["metadata"]["annotations"][INSTANCE_ANNOTATION] = instance.into();
-        stamp(&mut manifest);
-        desired.push(Desired { key, manifest });
-    }
-    Ok((desired, protected))
-}
-
-/// Records the manifest's digest in it (computed without the digest itself).
-pub fn stamp(manifest: &mut Value) {
-    if let Some(annotations) = manifest.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
-        annotations.remove(diff::APPLIED_DIGEST);
-    }
-    let digest = diff::digest(manifest);
-    manifest["metadata"]["annotations"][diff::APPLIED_DIGEST] = digest.into();
 }
 
 /// A failure of a whole cluster, and whether trying again may help.
@@ -160,13 +127,14 @@ async fn attempt(
     options: Options<'_>,
     progress: Option<indicatif::ProgressBar>,
 ) -> Result<Report, Failure> {
-    let (desired, protected) =
-        desired(plan, cluster, options.instance).map_err(|message| Failure { message, retry: false })?;
     let client = options
         .pool
         .client(kubeconfig, cluster, options.trust, options.request_timeout)
         .await
         .map_err(|e| Failure::of(e, false))?;
+    let autoscaled = apply::autoscaled(&client).await.map_err(|e| Failure::of(e, true))?;
+    let context = finish::Context { instance: options.instance, autoscaled: &autoscaled };
+    let share = finish::finish(plan, cluster, context).map_err(|e| Failure::of(e, false))?;
     if let Some(bar) = &progress {
         bar.set_message("applying");
     }
@@ -177,7 +145,7 @@ async fn attempt(
         progress,
         fence: options.fence,
     };
-    apply::reconcile(&client, &plan.revision, desired, &protected, settings).await.map_err(|e| {
+    apply::reconcile(&client, &plan.revision, share, settings).await.map_err(|e| {
         let retry = !matches!(
             e,
             apply::ReconcileError::Inventory(inventory::InventoryError::Corrupt(..)) | apply::ReconcileError::Fenced

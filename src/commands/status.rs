@@ -88,7 +88,12 @@ fn show(status: &Status) -> String {
     out
 }
 
-fn show_autoscaler(name: &str, a: &AutoscalerStatus) -> String {
+fn show_autoscaler(id: &str, a: &AutoscalerStatus) -> String {
+    // The id is the autoscaler's key, spelled; people read `Kind namespace/name`.
+    let name = match id.parse::<flotilla_core::model::ObjectKey>() {
+        Ok(key) => format!("{} {}/{}", key.kind, key.namespace.unwrap_or_default(), key.name),
+        Err(_) => id.to_owned(),
+    };
     let number = |v: Option<i64>| v.map_or("-".to_owned(), |n| n.to_string());
     let mut out = format!(
         "{name}  target {}  replicas {} → {}  last scale {}\n",

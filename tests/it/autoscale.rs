@@ -157,7 +157,7 @@ async fn the_seed_federated_hpa_scales_1_to_10_and_back_through_git() {
     let metrics = crate::controller::http(http, "GET", "/metrics", &[], b"").1;
     assert!(
         metrics
-            .contains(r#"flotilla_autoscaler_replicas{autoscaler="FederatedHPA default/nginx",replicas="current"} 10"#),
+            .contains(r#"flotilla_autoscaler_replicas{autoscaler="autoscaling.karmada.io/v1alpha1/FederatedHPA/default/nginx",replicas="current"} 10"#),
         "{metrics}"
     );
 
@@ -264,7 +264,8 @@ async fn a_cron_rule_scales_through_the_state_configmap_without_commits() {
     assert!(!authors.contains("flotilla-autoscaler"), "no commit with --writeback=state: {authors}");
     let status = crate::controller::http(http, "GET", "/status", &[], b"").1;
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
-    let rule = &status["autoscalers"][format!("CronFederatedHPA {ns}/every-minute")]["rules"]["up"];
+    let rule = &status["autoscalers"][format!("autoscaling.karmada.io/v1alpha1/CronFederatedHPA/{ns}/every-minute")]["rules"]
+        ["up"];
     assert!(
         rule["successful"][0].as_str().unwrap().ends_with(&format!("apps/v1 Deployment {ns}/web replicas = 3")),
         "{rule}"

@@ -24,22 +24,24 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// One line per object: `apiVersion kind namespace name` (`-` for no namespace).
+    /// One line per object, as [`ObjectKey::spelled`].
     pub fn encode(&self) -> String {
         let mut out = String::new();
         for k in &self.objects {
-            let _ = writeln!(out, "{} {} {} {}", k.api_version, k.kind, k.namespace.as_deref().unwrap_or("-"), k.name);
+            let _ = writeln!(out, "{}", k.spelled());
         }
         out
     }
 
-    /// Parses [`Inventory::encode`]'s format; malformed lines are an error (an inventory
-    /// that cannot be read must not be pruned from).
+    /// Parses [`Inventory::encode`]'s format, and the `apiVersion kind namespace|- name`
+    /// lines that versions before the one key spelling wrote; malformed lines are an error
+    /// (an inventory that cannot be read must not be pruned from).
     pub fn decode(revision: &str, text: &str) -> Result<Self, String> {
         let objects = text
             .lines()
             .filter(|l| !l.trim().is_empty())
             .map(|line| match line.split(' ').collect::<Vec<_>>()[..] {
+                [spelled] => spelled.parse().map_err(|e| format!("malformed inventory line: {e}")),
                 [api_version, kind, ns, name] => Ok(ObjectKey {
                     api_version: api_version.into(),
                     kind: kind.into(),
@@ -89,7 +91,7 @@ impl Default for PruneBudget {
 /// Objects to delete: in the inventory, no longer desired, and not `protected` (objects
 /// with render problems or suspended dispatching keep what they have). Refused when the
 /// render is empty or the share is over budget, unless forced.
-pub fn prune(
+pub fn select_prune(
     desired: &BTreeSet<ObjectKey>,
     inventory: &Inventory,
     protected: &BTreeSet<ObjectKey>,
@@ -242,13 +244,18 @@ mod tests {
         });
         assert_eq!(Inventory::decode("r", &inv.encode()).unwrap(), inv);
         assert!(Inventory::decode("r", "only three fields\n").is_err());
+        assert!(Inventory::decode("r", "v1/ConfigMap/c\n").is_err());
+        // What earlier versions wrote still reads.
+        let legacy = Inventory::decode("r", "apps/v1 Deployment web nginx\nv1 Namespace - web\n").unwrap();
+        let spelled: Vec<String> = legacy.objects.iter().map(ObjectKey::spelled).collect();
+        assert_eq!(spelled, ["apps/v1/Deployment/web/nginx", "v1/Namespace//web"]);
     }
 
     #[test]
     fn prune_takes_what_left_the_plan_but_not_protected_objects() {
         let desired: BTreeSet<_> = [key("a"), key("b"), key("c")].into();
         let protected: BTreeSet<_> = [key("e")].into();
-        let got = prune(&desired, &inventory(&["a", "b", "c", "d", "e"]), &protected, PruneBudget::default());
+        let got = select_prune(&desired, &inventory(&["a", "b", "c", "d", "e"]), &protected, PruneBudget::default());
         assert_eq!(got, Ok(vec![key("d")]));
     }
 
@@ -256,14 +263,20 @@ mod tests {
     fn an_empty_render_never_prunes_and_big_deletions_need_force() {
         let empty = BTreeSet::new();
         let inv = inventory(&["a", "b"]);
-        assert_eq!(prune(&empty, &inv, &empty, PruneBudget::default()), Err(PruneRefused::EmptyRender(2)));
+        assert_eq!(select_prune(&empty, &inv, &empty, PruneBudget::default()), Err(PruneRefused::EmptyRender(2)));
         let desired: BTreeSet<_> = [key("a")].into();
         let inv = inventory(&["a", "b", "c"]);
-        assert!(matches!(prune(&desired, &inv, &empty, PruneBudget::default()), Err(PruneRefused::OverBudget { .. })));
+        assert!(matches!(
+            select_prune(&desired, &inv, &empty, PruneBudget::default()),
+            Err(PruneRefused::OverBudget { .. })
+        ));
         let forced = PruneBudget { force: true, ..Default::default() };
-        assert_eq!(prune(&desired, &inv, &empty, forced).unwrap().len(), 2);
+        assert_eq!(select_prune(&desired, &inv, &empty, forced).unwrap().len(), 2);
         let half: BTreeSet<_> = [key("a"), key("b")].into();
-        assert_eq!(prune(&half, &inventory(&["a", "b", "c", "d"]), &empty, PruneBudget::default()).unwrap().len(), 2);
+        assert_eq!(
+            select_prune(&half, &inventory(&["a", "b", "c", "d"]), &empty, PruneBudget::default()).unwrap().len(),
+            2
+        );
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //!     ──bind──▶ Bindings (template + winning policy)
 //!     ──place─▶ Assignments (cluster → replicas, or why none)   ◀── ClusterState
 //!     ──render─▶ Plan {cluster → manifests (overrides applied), problems}
+//!     ──finish─▶ Share {objects complete with instance and digest, protected}
+//!                 ◀── Context (instance, workloads a member HPA scales)
 //! ```
 //!
 //! Load errors fail the revision (nothing half-loaded is ever planned); placement and
@@ -16,6 +18,7 @@
 pub mod autoscale;
 pub mod dependencies;
 pub mod diff;
+pub mod finish;
 pub mod load;
 pub mod matching;
 pub mod model;

@@ -14,7 +14,7 @@ use crate::model::plan::{Rendered, Source};
 use crate::model::policy::ConflictResolution;
 use crate::model::{Loaded, ObjectKey, Plan, Problem, ProblemReason, Template};
 use crate::overrides::{self, OverrideError};
-use crate::schedule::{Assignment, FitError, state_key};
+use crate::schedule::{Assignment, FitError};
 
 /// Label on every object flotilla applies; selects what flotilla manages.
 pub const MANAGED_LABEL: &str = "flotilla.dev/managed";
@@ -151,7 +151,7 @@ fn record_placement(placements: &mut BTreeMap<String, PreviousPlacement>, templa
     let clusters: BTreeMap<String, i64> = a.clusters.iter().filter_map(|(c, r)| r.map(|r| (c.clone(), r))).collect();
     if !clusters.is_empty() || a.observed_affinity.is_some() {
         placements.insert(
-            state_key(&template.key),
+            template.key.spelled(),
             PreviousPlacement { clusters, observed_affinity: a.observed_affinity.clone() },
         );
     }
@@ -239,7 +239,7 @@ fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideEr
         release_replicas(&mut object);
     }
     decorate(&mut object, loaded, template, rendered.source);
-    prune(&mut object, &template.key);
+    strip(&mut object, &template.key);
     Ok(object)
 }
 
@@ -324,7 +324,7 @@ fn object_map<'a>(metadata: &'a mut Map<String, Value>, field: &str) -> &'a mut 
 
 /// Removes what members must not receive (spec §6.3 step 10), plus
 /// `kubectl.kubernetes.io/last-applied-configuration`, which can carry a whole Secret.
-pub fn prune(object: &mut Value, key: &ObjectKey) {
+pub fn strip(object: &mut Value, key: &ObjectKey) {
     let Some(root) = object.as_object_mut() else {
         return;
     };
@@ -361,12 +361,12 @@ pub fn prune(object: &mut Value, key: &ObjectKey) {
             spec.remove("clusterIP");
             spec.remove("clusterIPs");
         }
-        ("batch", "Job", Some(spec)) => prune_job(spec),
+        ("batch", "Job", Some(spec)) => strip_job(spec),
         _ => {}
     }
 }
 
-fn prune_job(spec: &mut Map<String, Value>) {
+fn strip_job(spec: &mut Map<String, Value>) {
     spec.remove("ttlSecondsAfterFinished");
     if spec.get("manualSelector").and_then(Value::as_bool) == Some(true) {
         return;

@@ -1,6 +1,7 @@
 //! The deleting half of prune: what left the plan goes, if it is still this instance's.
 
 use flotilla_core::diff;
+use flotilla_core::finish::INSTANCE_ANNOTATION;
 use flotilla_core::model::ObjectKey;
 use flotilla_core::render::MANAGED_LABEL;
 use kube::Resource;
@@ -8,13 +9,12 @@ use kube::api::DeleteParams;
 use tracing::info;
 
 use super::{Kinds, ReconcileError, Report, Settings};
-use crate::clusters::INSTANCE_ANNOTATION;
 
 /// Deletes what left the plan, in reverse apply order. Only objects carrying flotilla's
 /// managed label and this instance's annotation are deleted, and only while the lease is
 /// held, checked right before each delete. Returns the keys to keep in the inventory
 /// (failed deletes, retried next run).
-pub(super) async fn delete_pruned(
+pub(super) async fn delete_selected(
     kinds: &mut Kinds<'_>,
     mut keys: Vec<ObjectKey>,
     settings: &Settings<'_>,

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use flotilla_core::diff::{self, Change, Inventory, PruneBudget};
+use flotilla_core::finish::{Finished, ScaleTarget, Share};
 use flotilla_core::model::ObjectKey;
 use flotilla_core::render::{CONFLICT_ANNOTATION, MANAGED_LABEL};
 use futures::{StreamExt, stream};
@@ -21,15 +22,6 @@ mod delete;
 
 use super::{FIELD_MANAGER, inventory};
 use crate::leader::Fence;
-
-/// One object the plan wants in this cluster.
-#[derive(Debug, Clone)]
-pub struct Desired {
-    /// Identity.
-    pub key: ObjectKey,
-    /// The manifest to apply.
-    pub manifest: Value,
-}
 
 /// What one reconcile did.
 #[derive(Debug, Default)]
@@ -95,20 +87,21 @@ pub struct Settings<'a> {
     pub fence: &'a Fence,
 }
 
-/// Reconciles one cluster to `desired` at `revision`. `protected` objects (problems,
-/// suspended dispatching) are neither applied nor pruned.
+/// Reconciles one cluster to its finished `share` at `revision`, sending each manifest
+/// as the core finished it. Protected objects (problems, suspended dispatching) are
+/// neither applied nor pruned.
 pub async fn reconcile(
     client: &Client,
     revision: &str,
-    desired: Vec<Desired>,
-    protected: &BTreeSet<ObjectKey>,
+    share: Share,
     settings: Settings<'_>,
 ) -> Result<Report, ReconcileError> {
     let mut report = Report::default();
-    let desired = release_autoscaled(client, desired).await?;
+    let Share { objects: desired, protected } = share;
+    let protected = &protected;
     let previous = inventory::read(client, settings.instance).await?;
     let desired_keys: BTreeSet<ObjectKey> = desired.iter().map(|d| d.key.clone()).collect();
-    let to_prune = match diff::prune(&desired_keys, &previous, protected, settings.budget) {
+    let to_prune = match diff::select_prune(&desired_keys, &previous, protected, settings.budget) {
         Ok(keys) => keys,
         Err(refused) => {
             warn!(reason = %refused, "not pruning");
@@ -128,7 +121,7 @@ pub async fn reconcile(
     }
     let mut kinds = Kinds::new(client);
     for rank in 0..=2 {
-        let batch: Vec<Desired> = desired.iter().filter(|d| diff::apply_rank(&d.key) == rank).cloned().collect();
+        let batch: Vec<Finished> = desired.iter().filter(|d| diff::apply_rank(&d.key) == rank).cloned().collect();
         settings.fence()?;
         apply_batch(client, &mut kinds, batch, &settings, &mut report).await?;
         if rank == 1 {
@@ -136,7 +129,7 @@ pub async fn reconcile(
             kinds.forget_failures();
         }
     }
-    let kept = delete::delete_pruned(&mut kinds, to_prune, &settings, &mut report).await?;
+    let kept = delete::delete_selected(&mut kinds, to_prune, &settings, &mut report).await?;
     let objects: BTreeSet<ObjectKey> =
         desired_keys.into_iter().chain(kept).chain(previous.objects.intersection(protected).cloned()).collect();
     let done = Inventory { revision: revision.to_owned(), objects };
@@ -147,31 +140,27 @@ pub async fn reconcile(
     Ok(report)
 }
 
-/// Workloads that a HorizontalPodAutoscaler in the member scales keep the member's
-/// replica count: `spec.replicas` is left out of what flotilla applies, as Karmada does
-/// for HPA targets (retain-replicas), so flotilla and the HPA never fight.
-async fn release_autoscaled(client: &Client, mut desired: Vec<Desired>) -> Result<Vec<Desired>, ReconcileError> {
+/// The workloads HorizontalPodAutoscalers in the member scale: the core leaves their
+/// `spec.replicas` out of what is applied, as Karmada does for HPA targets
+/// (retain-replicas), so flotilla and the HPA never fight.
+pub async fn autoscaled(client: &Client) -> Result<BTreeSet<ScaleTarget>, ReconcileError> {
     let hpas: Api<HorizontalPodAutoscaler> = Api::all(client.clone());
     let list = hpas
         .list(&ListParams::default())
         .await
         .map_err(|e| ReconcileError::Discovery("HorizontalPodAutoscaler".into(), e))?;
-    let targets: BTreeSet<(String, String, String)> = list
+    Ok(list
         .items
         .iter()
         .filter_map(|h| {
             let target = &h.spec.as_ref()?.scale_target_ref;
-            Some((h.metadata.namespace.clone()?, target.kind.clone(), target.name.clone()))
+            Some(ScaleTarget {
+                namespace: h.metadata.namespace.clone()?,
+                kind: target.kind.clone(),
+                name: target.name.clone(),
+            })
         })
-        .collect();
-    for d in &mut desired {
-        let id = (d.key.namespace.clone().unwrap_or_default(), d.key.kind.clone(), d.key.name.clone());
-        if targets.contains(&id) && d.manifest.pointer("/spec/replicas").is_some() {
-            flotilla_core::render::release_replicas(&mut d.manifest);
-            super::stamp(&mut d.manifest);
-        }
-    }
-    Ok(desired)
+        .collect())
 }
 
 /// Resolves apiVersion/kind to API resources once per run.
@@ -268,7 +257,7 @@ pub async fn observe(
 async fn apply_batch(
     client: &Client,
     kinds: &mut Kinds<'_>,
-    batch: Vec<Desired>,
+    batch: Vec<Finished>,
     settings: &Settings<'_>,
     report: &mut Report,
 ) -> Result<(), ReconcileError> {
@@ -325,7 +314,7 @@ enum Current {
 /// Objects that are not among the managed ones: where many share a kind and namespace,
 /// one unfiltered LIST there settles them all (instead of one GET each), and anything
 /// found that flotilla did not create is returned as such for the conflict check.
-async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, Desired, Current)]) {
+async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, Finished, Current)]) {
     let mut groups: BTreeMap<(String, String, Option<String>), Vec<usize>> = BTreeMap::new();
     for (i, (_, d, current)) in work.iter().enumerate() {
         if matches!(current, Current::Unknown) {
@@ -352,7 +341,7 @@ async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, De
 
 /// Applies one object if it is missing, changed or drifted. An object that exists but
 /// was not created by flotilla is only taken over with conflict resolution `overwrite`.
-async fn apply_one(api: &Api<DynamicObject>, desired: &Desired, current: Current) -> Result<Option<Change>, String> {
+async fn apply_one(api: &Api<DynamicObject>, desired: &Finished, current: Current) -> Result<Option<Change>, String> {
     let live = match current {
         Current::Live(live) => Some(live),
         Current::Absent => None,

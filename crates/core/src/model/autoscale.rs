@@ -17,6 +17,18 @@ pub struct ScaleTargetRef {
     pub name: String,
 }
 
+impl ScaleTargetRef {
+    /// The target's key, in the autoscaler's `namespace`.
+    pub fn key(&self, namespace: &str) -> super::ObjectKey {
+        super::ObjectKey {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            namespace: Some(namespace.to_owned()),
+            name: self.name.clone(),
+        }
+    }
+}
+
 /// FederatedHPA `spec`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -97,8 +97,8 @@ pub struct ClusterState {
     /// Per cluster name.
     #[serde(default)]
     pub clusters: BTreeMap<String, ClusterCapacity>,
-    /// Previous placements, keyed by `<apiVersion>/<kind>/<namespace>/<name>` (namespace
-    /// empty for cluster-scoped objects).
+    /// Previous placements, keyed by [`ObjectKey::spelled`](super::ObjectKey::spelled)
+    /// (`<apiVersion>/<kind>/<namespace>/<name>`, namespace empty for cluster-scoped objects).
     #[serde(default)]
     pub previous: BTreeMap<String, PreviousPlacement>,
     /// Replica counts decided outside Git (the autoscaler's `--writeback=state`), keyed

@@ -27,6 +27,46 @@ impl ObjectKey {
     pub fn group(&self) -> &str {
         self.api_version.rsplit_once('/').map_or("", |(group, _)| group)
     }
+
+    /// The one text spelling of a key, wherever a key is stored or looked up (inventory
+    /// lines, placement and replica state, autoscaler ids): `apiVersion/kind/namespace/name`,
+    /// the namespace empty for cluster-scoped objects (`apps/v1/Deployment/web/nginx`,
+    /// `v1/Namespace//web`). [`str::parse`] reads it back. `Display` is for people.
+    pub fn spelled(&self) -> String {
+        format!("{}/{}/{}/{}", self.api_version, self.kind, self.namespace.as_deref().unwrap_or(""), self.name)
+    }
+}
+
+/// A string that is not a [`ObjectKey::spelled`] key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an object key (apiVersion/kind/namespace/name)")]
+pub struct KeyError(pub String);
+
+impl std::str::FromStr for ObjectKey {
+    type Err = KeyError;
+
+    /// Parses [`ObjectKey::spelled`] from the right: kind, namespace and name never
+    /// contain `/`, and `apiVersion` has one at most.
+    fn from_str(text: &str) -> Result<Self, KeyError> {
+        let fail = || KeyError(text.to_owned());
+        let mut parts = text.rsplitn(4, '/');
+        let (name, namespace, kind, api_version) = (
+            parts.next().ok_or_else(fail)?,
+            parts.next().ok_or_else(fail)?,
+            parts.next().ok_or_else(fail)?,
+            parts.next().ok_or_else(fail)?,
+        );
+        let blank = |s: &str| s.is_empty() || s.contains(char::is_whitespace);
+        if blank(name) || blank(kind) || blank(api_version) || api_version.matches('/').count() > 1 {
+            return Err(fail());
+        }
+        Ok(Self {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
+            name: name.into(),
+        })
+    }
 }
 
 impl fmt::Display for ObjectKey {
@@ -84,5 +124,41 @@ impl Template {
     /// An annotation of the template.
     pub fn annotation(&self, key: &str) -> Option<&str> {
         self.object.get("metadata")?.get("annotations")?.get(key)?.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> ObjectKey {
+        ObjectKey {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.map(Into::into),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn the_spelling_reads_back() {
+        for k in [
+            key("apps/v1", "Deployment", Some("web"), "nginx.v2"),
+            key("v1", "ConfigMap", Some("web"), "c"),
+            key("v1", "Namespace", None, "web"),
+            key("example.com/v1", "Widget", None, "w"),
+        ] {
+            assert_eq!(k.spelled().parse::<ObjectKey>(), Ok(k.clone()), "{}", k.spelled());
+        }
+        assert_eq!(key("v1", "Namespace", None, "web").spelled(), "v1/Namespace//web");
+    }
+
+    #[test]
+    fn other_text_is_refused() {
+        for bad in
+            ["", "web", "v1/ConfigMap/c", "a/b/v1/ConfigMap/ns/c", "v1/ConfigMap/ns/", "apps/v1 Deployment web nginx"]
+        {
+            assert!(bad.parse::<ObjectKey>().is_err(), "{bad:?}");
+        }
     }
 }

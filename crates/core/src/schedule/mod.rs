@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::model::cluster::{ClusterState, PreviousPlacement};
 use crate::model::policy::{ClusterAffinity, DivisionPreference, Placement, ReplicaSchedulingType};
-use crate::model::{Cluster, ObjectKey, Template};
+use crate::model::{Cluster, Template};
 use capacity::Requests;
 use divide::{Dynamic, DynamicInput, TieBreak};
 use filter::Diagnosis;
@@ -150,11 +150,6 @@ fn pod_requests(pod: Option<&Value>) -> Requests {
     requests
 }
 
-/// The key of a template in [`ClusterState::previous`].
-pub fn state_key(key: &ObjectKey) -> String {
-    format!("{}/{}/{}/{}", key.api_version, key.kind, key.namespace.as_deref().unwrap_or(""), key.name)
-}
-
 /// Places one template with its policy's placement.
 pub fn place(
     template: &Template,
@@ -163,7 +158,7 @@ pub fn place(
     state: &ClusterState,
 ) -> Result<Assignment, FitError> {
     let empty = PreviousPlacement::default();
-    let key = state_key(&template.key);
+    let key = template.key.spelled();
     let previous = state.previous.get(&key).unwrap_or(&empty);
     let memo = template.workload.get_or_init(|| workload(template));
     // A count decided outside Git replaces the template's.

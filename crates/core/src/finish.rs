@@ -1,0 +1,184 @@
+//! The pipeline's last step: one cluster's share of a plan, finished as it is applied.
+//! What only the executor learns arrives as input (which instance applies; which
+//! workloads a HorizontalPodAutoscaler in the member scales); manifests leave complete,
+//! with their digest, and the executor sends them as they are.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::diff::{APPLIED_DIGEST, digest};
+use crate::model::{ObjectKey, Plan};
+use crate::overrides::OverrideError;
+use crate::render::release_replicas;
+
+/// Annotation naming the flotilla instance that applied an object: only that instance
+/// prunes it.
+pub const INSTANCE_ANNOTATION: &str = "flotilla.dev/instance";
+
+/// A workload a HorizontalPodAutoscaler in the member scales (its namespace and
+/// `scaleTargetRef`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ScaleTarget {
+    /// The HPA's namespace.
+    pub namespace: String,
+    /// `scaleTargetRef.kind`.
+    pub kind: String,
+    /// `scaleTargetRef.name`.
+    pub name: String,
+}
+
+/// What the executor knows about the member and itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// The instance that applies (stamped into every object).
+    pub instance: &'a str,
+    /// Workloads scaled in the member: their `spec.replicas` is the HPA's, not ours.
+    pub autoscaled: &'a BTreeSet<ScaleTarget>,
+}
+
+/// One object to apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    /// Identity.
+    pub key: ObjectKey,
+    /// The complete manifest, with its digest.
+    pub manifest: Value,
+}
+
+/// A cluster's share: the objects to apply, and those that must not be touched there
+/// (render problems, suspended dispatching), neither applied nor pruned.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Share {
+    /// To apply, in output order.
+    pub objects: Vec<Finished>,
+    /// Left alone.
+    pub protected: BTreeSet<ObjectKey>,
+}
+
+/// An object whose overrides fail.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {source}")]
+pub struct FinishError {
+    /// The object.
+    pub key: ObjectKey,
+    /// Why.
+    #[source]
+    pub source: OverrideError,
+}
+
+/// Finishes `cluster`'s share of `plan`.
+pub fn finish(plan: &Plan, cluster: &str, context: Context<'_>) -> Result<Share, Box<FinishError>> {
+    let mut share = Share { protected: plan.problem_objects().cloned().collect(), ..Default::default() };
+    for rendered in plan.clusters.get(cluster).into_iter().flatten() {
+        let key = plan.loaded.templates[rendered.template].key.clone();
+        if rendered.suspended {
+            share.protected.insert(key);
+            continue;
+        }
+        let mut manifest =
+            plan.manifest(rendered).map_err(|source| Box::new(FinishError { key: key.clone(), source }))?;
+        let target = ScaleTarget {
+            namespace: key.namespace.clone().unwrap_or_default(),
+            kind: key.kind.clone(),
+            name: key.name.clone(),
+        };
+        // Karmada's retain-replicas for a member HPA's target, so the two never fight.
+        if context.autoscaled.contains(&target) {
+            release_replicas(&mut manifest);
+        }
+        manifest["metadata"]["annotations"][INSTANCE_ANNOTATION] = context.instance.into();
+        stamp(&mut manifest);
+        share.objects.push(Finished { key, manifest });
+    }
+    Ok(share)
+}
+
+/// Records the manifest's digest in it (computed without the digest itself).
+fn stamp(manifest: &mut Value) {
+    if let Some(annotations) = manifest.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+        annotations.remove(APPLIED_DIGEST);
+    }
+    let digest = digest(manifest);
+    manifest["metadata"]["annotations"][APPLIED_DIGEST] = digest.into();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ClusterState, Limits, RepoFiles};
+
+    const REPO: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: nginx}]}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: web, namespace: shop}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: web}]
+  placement: {clusterAffinity: {clusterNames: [member1]}}
+---
+apiVersion: cluster.karmada.io/v1alpha1
+kind: Cluster
+metadata: {name: member1}
+spec: {syncMode: Push}
+";
+
+    fn plan() -> Plan {
+        let mut files = RepoFiles { revision: "r1".into(), ..Default::default() };
+        files.files.insert("fleet.yaml".into(), REPO.as_bytes().to_vec());
+        crate::plan(&files, &ClusterState::default(), &Limits::default()).unwrap()
+    }
+
+    fn web(share: &Share) -> &Value {
+        &share.objects.iter().find(|o| o.key.name == "web").unwrap().manifest
+    }
+
+    #[test]
+    fn manifests_leave_with_the_instance_and_a_digest_of_everything_else() {
+        let plan = plan();
+        let none = BTreeSet::new();
+        let share = finish(&plan, "member1", Context { instance: "prod", autoscaled: &none }).unwrap();
+        let manifest = web(&share);
+        assert_eq!(manifest["metadata"]["annotations"][INSTANCE_ANNOTATION], "prod");
+        assert_eq!(manifest["spec"]["replicas"], 4);
+        let mut without = manifest.clone();
+        without["metadata"]["annotations"].as_object_mut().unwrap().remove(APPLIED_DIGEST);
+        assert_eq!(manifest["metadata"]["annotations"][APPLIED_DIGEST], digest(&without));
+        // Another instance is another digest: the apply sees the change.
+        let other = finish(&plan, "member1", Context { instance: "staging", autoscaled: &none }).unwrap();
+        assert_ne!(
+            web(&other)["metadata"]["annotations"][APPLIED_DIGEST],
+            manifest["metadata"]["annotations"][APPLIED_DIGEST]
+        );
+        assert!(finish(&plan, "member2", Context { instance: "prod", autoscaled: &none }).unwrap().objects.is_empty());
+    }
+
+    #[test]
+    fn a_member_hpa_target_leaves_replicas_to_the_hpa_and_the_digest_follows() {
+        let plan = plan();
+        let none = BTreeSet::new();
+        let scaled =
+            BTreeSet::from([ScaleTarget { namespace: "shop".into(), kind: "Deployment".into(), name: "web".into() }]);
+        let owned = finish(&plan, "member1", Context { instance: "prod", autoscaled: &none }).unwrap();
+        let released = finish(&plan, "member1", Context { instance: "prod", autoscaled: &scaled }).unwrap();
+        assert!(web(&released)["spec"].get("replicas").is_none());
+        assert_ne!(
+            web(&released)["metadata"]["annotations"][APPLIED_DIGEST],
+            web(&owned)["metadata"]["annotations"][APPLIED_DIGEST]
+        );
+        // Another namespace's HPA of the same name is not this workload's.
+        let elsewhere =
+            BTreeSet::from([ScaleTarget { namespace: "other".into(), kind: "Deployment".into(), name: "web".into() }]);
+        let kept = finish(&plan, "member1", Context { instance: "prod", autoscaled: &elsewhere }).unwrap();
+        assert_eq!(web(&kept)["spec"]["replicas"], 4);
+    }
+}
