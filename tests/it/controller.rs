@@ -400,6 +400,7 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
         async move { api.create(&PostParams::default(), &review).await.unwrap().status.unwrap().allowed }
     };
     assert!(can("update", "coordination.k8s.io", "leases", Some("flotilla-system")).await);
+    assert!(!can("delete", "coordination.k8s.io", "leases", Some("flotilla-system")).await);
     assert!(can("get", "", "secrets", Some("flotilla-system")).await);
     assert!(!can("get", "", "secrets", Some("kube-system")).await);
     assert!(!can("create", "apps", "deployments", Some("flotilla-system")).await);
