@@ -167,6 +167,30 @@ async fn removing_or_moving_a_template_prunes_exactly_where_it_was() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn objects_that_opt_out_of_prune_stay_when_they_leave_git() {
+    let members = members();
+    let (dir, ns) = (repo(&[]), "e2e-keep");
+    let names = ["ours", "flux", "argo", "plain"];
+    let all: Vec<(&str, &[&str])> = names.iter().map(|n| (*n, &["member1"][..])).collect();
+    write(dir.path(), "fleet.yaml", fleet(ns, &all).as_bytes());
+    assert_eq!(apply(members, dir.path(), "keep", &[]).0, 0);
+    // Annotated in the cluster, as someone would with kubectl, in three tools' spellings.
+    let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
+    for (name, key, value) in [
+        ("ours", "flotilla.dev/prune", "disabled"),
+        ("flux", "kustomize.toolkit.fluxcd.io/prune", "disabled"),
+        ("argo", "argocd.argoproj.io/sync-options", "Prune=false"),
+    ] {
+        let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+        cms.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch)).await.unwrap();
+    }
+    write(dir.path(), "fleet.yaml", fleet(ns, &[("other", &["member1"])]).as_bytes());
+    let (code, stdout, stderr) = apply(members, dir.path(), "keep", &["--force-prune"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(config_maps(members, "member1", ns).await, ["argo", "flux", "other", "ours"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_broken_commit_or_an_empty_render_changes_nothing() {
     let members = members();
     let dir = repo(&[]);

@@ -13,6 +13,20 @@ use crate::schedule::capacity::milli;
 /// Annotation holding a digest of the manifest flotilla last applied.
 pub const APPLIED_DIGEST: &str = "flotilla.dev/applied-digest";
 
+/// Annotation that keeps an object in its cluster when it leaves Git (`disabled`).
+pub const PRUNE_ANNOTATION: &str = "flotilla.dev/prune";
+
+/// Whether a live object opted out of prune, in any of the spellings users bring along:
+/// ours (`flotilla.dev/prune: disabled`), Flux's (`kustomize.toolkit.fluxcd.io/prune:
+/// disabled`) and Argo CD's (`Prune=false` among `argocd.argoproj.io/sync-options`).
+pub fn prune_disabled<'a>(mut annotation: impl FnMut(&str) -> Option<&'a str>) -> bool {
+    let disabled = |v: Option<&str>| v.is_some_and(|v| v.trim() == "disabled");
+    disabled(annotation(PRUNE_ANNOTATION))
+        || disabled(annotation("kustomize.toolkit.fluxcd.io/prune"))
+        || annotation("argocd.argoproj.io/sync-options")
+            .is_some_and(|options| options.split(',').any(|o| o.trim() == "Prune=false"))
+}
+
 /// What flotilla applied to one cluster, persisted in the cluster so a fresh process
 /// knows what it may prune.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -219,6 +233,20 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn prune_can_be_disabled_in_flotilla_flux_and_argo_cd_spellings() {
+        let check = |pairs: &[(&str, &str)]| {
+            let map: std::collections::BTreeMap<&str, &str> = pairs.iter().copied().collect();
+            prune_disabled(|k| map.get(k).copied())
+        };
+        assert!(check(&[(PRUNE_ANNOTATION, "disabled")]));
+        assert!(check(&[("kustomize.toolkit.fluxcd.io/prune", "disabled")]));
+        assert!(check(&[("argocd.argoproj.io/sync-options", "ServerSideApply=true, Prune=false")]));
+        assert!(!check(&[]));
+        assert!(!check(&[(PRUNE_ANNOTATION, "enabled")]));
+        assert!(!check(&[("argocd.argoproj.io/sync-options", "Prune=true")]));
+    }
 
     fn key(name: &str) -> ObjectKey {
         ObjectKey {

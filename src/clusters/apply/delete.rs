@@ -43,6 +43,12 @@ pub(super) async fn delete_selected(
                     info!(object = %key, "not managed by this flotilla instance any more; left in place");
                     continue;
                 }
+                let annotations = live.meta().annotations.as_ref();
+                if diff::prune_disabled(|k| annotations.and_then(|a| a.get(k)).map(String::as_str)) {
+                    // As Flux and Argo CD do: left running, and no longer tracked.
+                    info!(object = %key, "prune disabled by an annotation; left in place");
+                    continue;
+                }
                 settings.fence()?;
                 match api.delete(&key.name, &DeleteParams::background()).await {
                     Ok(_) => report.pruned.push(key),
