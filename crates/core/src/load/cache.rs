@@ -1,0 +1,255 @@
+//! The parse cache: documents of the last revision by path and blob id, so a revision
+//! that changes one file parses one file, and templates keyed once per file while the
+//! repo's CRD scopes stay the same.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use serde_json::Value;
+
+use super::split::{Chunk, split};
+use super::{LoadError, Parsed, finish, parse_document, scope, templates};
+use crate::model::cluster::Cluster;
+use crate::model::{Limits, Loaded, Origin, RepoFiles, Template};
+
+/// Documents parsed from earlier revisions, keyed by path and content id (a Git blob
+/// id), so a revision that changes one file parses one file. It holds the files of the
+/// last revision loaded through it and nothing older, so it never outgrows one
+/// revision.
+#[derive(Debug, Default)]
+pub struct ParseCache {
+    files: HashMap<(String, String), CachedFile>,
+    /// The CRD scopes the files' templates were keyed under.
+    scopes: Option<scope::Scopes>,
+}
+
+#[derive(Debug)]
+struct CachedFile {
+    size: usize,
+    documents: Vec<(Origin, Parsed)>,
+    /// The file's templates keyed under [`ParseCache::scopes`].
+    keyed: Option<Vec<Arc<Template>>>,
+}
+
+/// A file of the revision being loaded: held in the next cache, or used once.
+enum Slot {
+    Kept((String, String)),
+    Loose(CachedFile),
+}
+
+impl Slot {
+    /// The file this slot stands for.
+    fn file<'a>(&'a self, kept: &'a HashMap<(String, String), CachedFile>) -> &'a CachedFile {
+        match self {
+            Slot::Kept(key) => &kept[key],
+            Slot::Loose(entry) => entry,
+        }
+    }
+}
+
+/// Adds a file's policies, clusters and autoscalers to `loaded` (templates are keyed
+/// apart, under the repo's CRD scopes).
+fn collect(loaded: &mut Loaded, file: &CachedFile) {
+    for (_, doc) in &file.documents {
+        match doc {
+            Parsed::Template(_) => {}
+            Parsed::Propagation(p) => loaded.propagation_policies.push(p.clone()),
+            Parsed::Override(o) => loaded.override_policies.push(o.clone()),
+            Parsed::Cluster(c) => loaded.clusters.push(Cluster::clone(c)),
+            Parsed::FederatedHpa(h) => loaded.federated_hpas.push(h.clone()),
+            Parsed::CronFederatedHpa(h) => loaded.cron_federated_hpas.push(h.clone()),
+        }
+    }
+}
+
+/// Every file's keyed templates, in file order, reusing each file's memo when `reuse`
+/// (it was made under the same scopes) and keeping the memo made otherwise.
+fn key_files(
+    per_file: Vec<Slot>,
+    kept: &mut HashMap<(String, String), CachedFile>,
+    scopes: &scope::Scopes,
+    reuse: bool,
+) -> Result<Vec<Arc<Template>>, LoadError> {
+    let mut all = Vec::new();
+    for mut slot in per_file {
+        let file = match &mut slot {
+            Slot::Kept(key) => kept.get_mut(key).expect("kept above"),
+            Slot::Loose(entry) => entry,
+        };
+        let keyed = match file.keyed.take().filter(|_| reuse) {
+            Some(keyed) => keyed,
+            None => key_file(file, scopes)?,
+        };
+        all.extend(keyed.iter().cloned());
+        file.keyed = Some(keyed);
+    }
+    Ok(all)
+}
+
+impl CachedFile {
+    fn raw_templates(&self) -> impl Iterator<Item = (&Origin, &Arc<Value>)> {
+        self.documents.iter().filter_map(|(origin, doc)| match doc {
+            Parsed::Template(object) => Some((origin, object)),
+            _ => None,
+        })
+    }
+}
+
+impl ParseCache {
+    /// The size of the file at `path` with content id `id`, if its documents are held:
+    /// a source need not read such a file.
+    pub fn size(&self, path: &str, id: &str) -> Option<usize> {
+        self.files.get(&(path.to_owned(), id.to_owned())).map(|f| f.size)
+    }
+
+    /// Files held.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// [`load`], reusing and refreshing `cache` for files with a content id. Results are
+/// identical to an uncached load: the same objects, the same first error.
+pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -> Result<Loaded, LoadError> {
+    let (chunks, hits) = split_files(files, cache, limits)?;
+    let parsed: Vec<Result<Vec<(Origin, Parsed)>, LoadError>> =
+        chunks.par_iter().map(|(file, chunk)| parse_document(file, chunk, limits)).collect();
+    // File by file in path order: the cached documents, or the results of its chunks.
+    let mut fresh = parsed.into_iter().zip(chunks.iter().map(|(f, _)| f)).peekable();
+    let paths: std::collections::BTreeSet<&String> = files.files.keys().chain(files.ids.keys()).collect();
+    // What this revision uses moves from `held` to `kept`; on failure both stay cached.
+    let mut held = std::mem::take(&mut cache.files);
+    let mut kept = HashMap::with_capacity(paths.len());
+    let previous_scopes = cache.scopes.take();
+    let classify = || -> Result<(Loaded, scope::Scopes), LoadError> {
+        let mut loaded = Loaded::default();
+        let mut per_file = Vec::new();
+        for path in paths.into_iter().filter(|p| RepoFiles::is_manifest_path(p)) {
+            let id = files.ids.get(path);
+            // Files with an id go to `kept` at once (so a failure below keeps them);
+            // files without one are used once.
+            let slot = match id.and_then(|id| hits.contains(path.as_str()).then(|| (path.clone(), id.clone()))) {
+                Some(key) => {
+                    let entry = held.remove(&key).expect("a cache hit is held");
+                    kept.insert(key.clone(), entry);
+                    Slot::Kept(key)
+                }
+                None => {
+                    let mut documents = Vec::new();
+                    while let Some((result, _)) = fresh.next_if(|(_, f)| ***f == **path) {
+                        documents.extend(result?);
+                    }
+                    let size = files.files.get(path).map_or(0, Vec::len);
+                    let entry = CachedFile { size, documents, keyed: None };
+                    match id {
+                        Some(id) => {
+                            let key = (path.clone(), id.clone());
+                            kept.insert(key.clone(), entry);
+                            Slot::Kept(key)
+                        }
+                        None => Slot::Loose(entry),
+                    }
+                }
+            };
+            collect(&mut loaded, slot.file(&kept));
+            per_file.push(slot);
+        }
+        let raw = per_file.iter().flat_map(|slot| slot.file(&kept).raw_templates()).map(|(_, object)| &**object);
+        let scopes = scope::Scopes::from_crds(raw);
+        // Keyed templates depend on the repo's CRD scopes; memos made under other
+        // scopes are redone.
+        let reuse = previous_scopes.as_ref() == Some(&scopes);
+        loaded.templates = templates(key_files(per_file, &mut kept, &scopes, reuse)?)?;
+        finish(&mut loaded)?;
+        Ok((loaded, scopes))
+    };
+    let result = classify();
+    match result {
+        Ok((loaded, scopes)) => {
+            cache.files = kept;
+            cache.scopes = Some(scopes);
+            Ok(loaded)
+        }
+        Err(e) => {
+            // Memos of this attempt may be keyed under its scopes: keep only the parses.
+            kept.extend(held);
+            for file in kept.values_mut() {
+                file.keyed = None;
+            }
+            cache.files = kept;
+            Err(e)
+        }
+    }
+}
+
+/// The keyed templates of one file, each followed by what it derives.
+fn key_file(file: &CachedFile, scopes: &scope::Scopes) -> Result<Vec<Arc<Template>>, LoadError> {
+    let mut out = Vec::new();
+    for (origin, object) in file.raw_templates() {
+        let template = scope::keyed(object.clone(), origin.clone(), scopes)?;
+        let derived = scope::derived_service(&template);
+        out.extend(std::iter::once(template).chain(derived).map(Arc::new));
+    }
+    Ok(out)
+}
+
+/// Chunks of the files to parse, and the paths of files `cache` holds.
+type Split<'a> = (Vec<(Arc<str>, Chunk<'a>)>, HashSet<&'a str>);
+
+pub(super) fn split_files<'a>(
+    files: &'a RepoFiles,
+    cache: &ParseCache,
+    limits: &Limits,
+) -> Result<Split<'a>, LoadError> {
+    let mut total = 0usize;
+    let mut out = Vec::new();
+    let mut hits = HashSet::new();
+    for (path, id) in files.ids.iter().filter(|(p, _)| RepoFiles::is_manifest_path(p)) {
+        match cache.files.get(&(path.clone(), id.clone())) {
+            Some(held) => {
+                total += held.size;
+                hits.insert(path.as_str());
+            }
+            None if !files.files.contains_key(path) => {
+                return Err(LoadError::Invalid {
+                    origin: Origin { file: Arc::from(path.as_str()), document: 0, line: 0 },
+                    message: "the source did not read this file and no cached copy exists".into(),
+                });
+            }
+            None => {}
+        }
+    }
+    if total > limits.max_total_bytes {
+        return Err(LoadError::RepoTooLarge { limit: limits.max_total_bytes });
+    }
+    for (path, bytes) in
+        files.files.iter().filter(|(p, _)| RepoFiles::is_manifest_path(p) && !hits.contains(p.as_str()))
+    {
+        if bytes.len() > limits.max_file_bytes {
+            return Err(LoadError::FileTooLarge {
+                file: path.clone(),
+                size: bytes.len(),
+                limit: limits.max_file_bytes,
+            });
+        }
+        total += bytes.len();
+        if total > limits.max_total_bytes {
+            return Err(LoadError::RepoTooLarge { limit: limits.max_total_bytes });
+        }
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| LoadError::NotUtf8 { file: path.clone(), offset: e.valid_up_to() })?;
+        let chunks = split(text);
+        if chunks.len() > limits.max_documents_per_file {
+            return Err(LoadError::TooManyDocuments { file: path.clone(), limit: limits.max_documents_per_file });
+        }
+        let shared: Arc<str> = Arc::from(path.as_str());
+        out.extend(chunks.into_iter().map(|c| (shared.clone(), c)));
+    }
+    Ok((out, hits))
+}
