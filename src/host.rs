@@ -38,7 +38,7 @@ async fn connect(kubeconfig: Option<&(PathBuf, Option<String>)>) -> anyhow::Resu
         }
         None => kube::Config::incluster().context("in-cluster configuration for the host cluster")?,
     };
-    crate::identity::stamp(&mut config);
+    crate::identity::set_user_agent(&mut config);
     kube::Client::try_from(config).context("host cluster client")
 }
 

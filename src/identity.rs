@@ -13,7 +13,7 @@ pub fn identity() -> &'static str {
 }
 
 /// Sets `User-Agent: flotilla/VERSION (IDENTITY)` on a client's configuration.
-pub fn stamp(config: &mut kube::Config) {
+pub fn set_user_agent(config: &mut kube::Config) {
     let agent = format!("flotilla/{} ({})", env!("CARGO_PKG_VERSION"), identity());
     if let Ok(value) = http::HeaderValue::from_str(&agent) {
         config.headers.push((http::header::USER_AGENT, value));

@@ -162,7 +162,7 @@ pub async fn client(
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
-    crate::identity::stamp(&mut config);
+    crate::identity::set_user_agent(&mut config);
     Client::try_from(config).map_err(|e| ConnectError::Client(name(), e))
 }
 

@@ -32,9 +32,9 @@ pub struct Election {
 /// Whether this instance leads, kept current by a task acquiring and renewing the Lease.
 pub struct Leadership {
     leading: watch::Receiver<bool>,
-    until: watch::Receiver<Option<Instant>>,
-    /// Without election: the senders of a constant leadership, kept so the watches stay open.
-    _always: Option<(watch::Sender<bool>, watch::Sender<Option<Instant>>)>,
+    fence: Fence,
+    /// Without election: the sender of a constant `true`, kept so the watch stays open.
+    _always: Option<watch::Sender<bool>>,
     task: Option<(tokio::task::JoinHandle<()>, oneshot::Sender<()>)>,
 }
 
@@ -48,8 +48,7 @@ impl Leadership {
     ) -> anyhow::Result<Self> {
         let Some(election) = election else {
             let (always, leading) = watch::channel(true);
-            let (forever, until) = watch::channel(None);
-            return Ok(Self { leading, until, _always: Some((always, forever)), task: None });
+            return Ok(Self { leading, fence: Fence::default(), _always: Some(always), task: None });
         };
         let api: Api<Lease> =
             Api::namespaced(host.client().await.context("the host cluster, for the lease")?, namespace);
@@ -66,7 +65,7 @@ impl Leadership {
         };
         info!(lease = %format!("{namespace}/{}", election.name), identity, "leader election on");
         let task = tokio::spawn(campaign.run(stopped));
-        Ok(Self { leading, until, _always: None, task: Some((task, stop)) })
+        Ok(Self { leading, fence: Fence(Some(until)), _always: None, task: Some((task, stop)) })
     }
 
     /// A watch of the leadership, for a loop.
@@ -76,7 +75,7 @@ impl Leadership {
 
     /// A fence to check right before an irreversible write.
     pub fn fence(&self) -> Fence {
-        Fence(Some(self.until.clone()).filter(|_| self._always.is_none()))
+        self.fence.clone()
     }
 
     /// Gives the lease up: the Lease no longer names a process that is gone, and a
