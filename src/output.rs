@@ -26,9 +26,19 @@ fn to_yaml(manifest: &Value) -> anyhow::Result<String> {
 
 /// `<dir>/<cluster>/<namespace or _cluster>/<kind>-<name>.yaml`. Each cluster's
 /// directory is replaced, so files of objects that left the plan do not linger.
+/// One path component that stays where it is joined. The load already refuses names and
+/// kinds that are not, so this holds the line if a rule there ever loosens.
+fn segment(part: &str) -> anyhow::Result<&str> {
+    let mut components = std::path::Path::new(part).components();
+    match (components.next(), components.next()) {
+        (Some(std::path::Component::Normal(_)), None) if !part.contains(['/', '\\']) => Ok(part),
+        _ => bail!("{part:?} cannot be a file name under the output directory"),
+    }
+}
+
 pub fn write_dir(plan: &Plan, view: &PlanView<'_>, dir: &Path) -> anyhow::Result<()> {
     for (cluster, items) in view.clusters() {
-        let base = dir.join(cluster);
+        let base = dir.join(segment(cluster)?);
         if base.exists() {
             std::fs::remove_dir_all(&base).with_context(|| format!("cannot clear {}", base.display()))?;
         }
@@ -36,7 +46,8 @@ pub fn write_dir(plan: &Plan, view: &PlanView<'_>, dir: &Path) -> anyhow::Result
         for item in items {
             let key = &plan.loaded.templates[item.template].key;
             let scope = key.namespace.as_deref().unwrap_or("_cluster");
-            let file = base.join(scope).join(format!("{}-{}.yaml", key.kind.to_lowercase(), key.name));
+            let name = format!("{}-{}.yaml", key.kind.to_lowercase(), key.name);
+            let file = base.join(segment(scope)?).join(segment(&name)?);
             if !seen.insert(file.clone()) {
                 bail!("{} and another object map to the same file {}", key, file.display());
             }
@@ -47,4 +58,15 @@ pub fn write_dir(plan: &Plan, view: &PlanView<'_>, dir: &Path) -> anyhow::Result
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_plain_names_become_path_components() {
+        assert_eq!(super::segment("deployment-web.yaml").unwrap(), "deployment-web.yaml");
+        for bad in ["..", ".", "", "../x", "a/b", "/etc", "a\\b"] {
+            assert!(super::segment(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -218,3 +218,80 @@ fn invalid_autoscalers() {
     let err = rejects(dir.path(), &[], "cron.yaml: document 1 (line 1)");
     assert!(err.contains("spec.rules[0]: unknown time zone \"Mars/Olympus\""), "{err}");
 }
+
+/// Names, namespaces, kinds and apiVersions the API server would refuse are refused on
+/// load with the rule they break, before they can reach a file name, a URL or the
+/// inventory.
+#[test]
+fn names_and_types_follow_the_api_servers_grammar() {
+    let cases = [
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a b}\n",
+            "metadata.name: \"a b\" is not a DNS-1123 subdomain",
+        ),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Web}\n", "DNS-1123 subdomain"),
+        ("apiVersion: v1\nkind: Service\nmetadata: {name: 9web}\n", "DNS-1035 label"),
+        ("apiVersion: v1\nkind: Namespace\nmetadata: {name: a.b}\n", "DNS-1123 label"),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: Kube_System}\n", "metadata.namespace"),
+        ("apiVersion: v1\nkind: ../../../escaped\nmetadata: {name: x}\n", "kind: \"../../../escaped\" is not a kind"),
+        ("apiVersion: apps/v1/x\nkind: Deployment\nmetadata: {name: x}\n", "apiVersion: \"apps/v1/x\""),
+        (
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p, namespace: a b}\nspec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n",
+            "metadata.namespace",
+        ),
+    ];
+    for (doc, message) in cases {
+        let text = format!("{}---\n{doc}", cluster("a"));
+        let dir = repo(&[("bad.yaml", text.as_bytes())]);
+        let err = rejects(dir.path(), &[], "bad.yaml: document 2 (line 5)");
+        assert!(err.contains(message), "{message}: {err}");
+    }
+    // RBAC kinds take path segments, as the API server allows.
+    let role =
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: \"system:flotilla:view\"}\n";
+    let text = format!("{}---\n{role}", cluster("a"));
+    let dir = repo(&[("ok.yaml", text.as_bytes())]);
+    let (code, _, stderr) = run(&["render", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// `render --out-dir` writes only under its directory, whatever the repository says.
+#[test]
+fn out_dir_cannot_be_escaped_through_a_kind() {
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("inner");
+    let doc = "apiVersion: v1\nkind: ../../../escaped\nmetadata: {name: x}\n";
+    let text = format!("{}---\n{doc}", cluster("a"));
+    let dir = repo(&[("cm.yaml", text.as_bytes())]);
+    rejects(dir.path(), &["--out-dir", target.to_str().unwrap()], "cm.yaml");
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "nothing is written anywhere");
+}
+
+/// A label selector Kubernetes would refuse is a load error naming the field, not a
+/// policy that silently matches nothing.
+#[test]
+fn label_selectors_with_unknown_operators_are_load_errors() {
+    let cases = [
+        (
+            "  resourceSelectors:\n  - apiVersion: v1\n    kind: ConfigMap\n    labelSelector:\n      matchExpressions: [{key: app, operator: Sometimes, values: [web]}]\n",
+            "spec.resourceSelectors[0].labelSelector.matchExpressions[0].operator: \"Sometimes\"",
+        ),
+        (
+            "  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  placement:\n    clusterAffinity:\n      labelSelector:\n        matchExpressions: [{key: env, operator: In, values: []}]\n",
+            "spec.placement.clusterAffinity.labelSelector.matchExpressions[0].values: must be non-empty",
+        ),
+        (
+            "  resourceSelectors:\n  - apiVersion: v1\n    kind: ConfigMap\n    labelSelector: {matchLabels: {\"bad key\": x}}\n",
+            "matchLabels: key \"bad key\"",
+        ),
+    ];
+    for (spec, message) in cases {
+        let policy = format!(
+            "{}---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: p}}\nspec:\n{spec}",
+            cluster("a")
+        );
+        let dir = repo(&[("policy.yaml", policy.as_bytes())]);
+        let err = rejects(dir.path(), &[], "policy.yaml: document 2 (line 5)");
+        assert!(err.contains(message), "{message}: {err}");
+    }
+}

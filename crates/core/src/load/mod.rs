@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::model::autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
 use crate::model::cluster::{Cluster, ClusterSpec};
+use crate::model::names::NameRule;
 use crate::model::{Limits, Loaded, Named, ObjectKey, Origin, OverrideSpec, PropagationSpec, RepoFiles, Template};
 
 pub use cache::{ParseCache, load_cached};
@@ -170,6 +171,9 @@ fn parse_document(shared: &Arc<str>, chunk: &Chunk<'_>, limits: &Limits) -> Resu
     let invalid = |message: String| LoadError::Invalid { origin: origin.clone(), message };
     let api_version = required_str(&value, "apiVersion").map_err(invalid)?;
     let kind = required_str(&value, "kind").map_err(invalid)?;
+    if scope::is_karmada_group(api_version) {
+        validate::label_selectors(&value).map_err(invalid)?;
+    }
     let parsed = match (api_version, kind) {
         (_, "List") if api_version == "v1" => return list_items(value, &origin),
         ("policy.karmada.io/v1alpha1", "PropagationPolicy") => {
@@ -269,9 +273,16 @@ fn typed_with_labels<S: DeserializeOwned>(
 ) -> Result<(Named<S>, BTreeMap<String, String>), LoadError> {
     let invalid = |message: String| LoadError::Invalid { origin: origin.clone(), message };
     let doc: TypedDoc<S> = parse_as(file, chunk, limits)?;
-    validate::object_name(&doc.metadata.name).map_err(|m| invalid(format!("metadata.name: {m}")))?;
+    // Karmada objects are never applied to a member, and Karmada's own tests name them in
+    // camelCase (`overridePolicy3`), which order-sensitive rules compare: only a path
+    // segment is required, so a name can still key the parse cache and state.
+    validate::name(NameRule::PathSegment, &doc.metadata.name).map_err(|m| invalid(format!("metadata.name: {m}")))?;
     let namespace = match (namespaced, doc.metadata.namespace) {
-        (true, ns) => Some(ns.filter(|ns| !ns.is_empty()).unwrap_or_else(|| "default".to_owned())),
+        (true, ns) => {
+            let ns = ns.filter(|ns| !ns.is_empty()).unwrap_or_else(|| "default".to_owned());
+            validate::namespace(&ns).map_err(|m| invalid(format!("metadata.namespace: {m}")))?;
+            Some(ns)
+        }
         (false, Some(ns)) if !ns.is_empty() => {
             return Err(invalid(format!("a cluster-scoped object cannot have metadata.namespace ({ns})")));
         }

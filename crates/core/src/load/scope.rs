@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::LoadError;
+use crate::model::names::name_rule;
 use crate::model::{ObjectKey, Origin, Template};
 
 /// Built-in cluster-scoped kinds by (group, kind). Anything else is namespaced unless a
@@ -103,10 +104,11 @@ pub fn keyed(mut object: Arc<Value>, origin: Origin, scopes: &Scopes) -> Result<
         }
         _ => return Err(invalid("metadata.name must be a non-empty string".into())),
     };
-    super::validate::object_name(&name).map_err(|m| invalid(format!("metadata.name: {m}")))?;
+    super::validate::type_meta(&api_version, &kind).map_err(invalid)?;
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    super::validate::name(name_rule(group, &kind), &name).map_err(|m| invalid(format!("metadata.name: {m}")))?;
     let labels = string_map(metadata, "labels").map_err(invalid)?;
     string_map(metadata, "annotations").map_err(invalid)?;
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     let namespace = if scopes.is_cluster_scoped(group, &kind) {
         if metadata.contains_key("namespace") {
             metadata_mut(&mut object).remove("namespace");
@@ -115,7 +117,7 @@ pub fn keyed(mut object: Arc<Value>, origin: Origin, scopes: &Scopes) -> Result<
     } else {
         let ns = match metadata.get("namespace") {
             Some(Value::String(ns)) if !ns.is_empty() => {
-                super::validate::object_name(ns).map_err(|m| invalid(format!("metadata.namespace: {m}")))?;
+                super::validate::namespace(ns).map_err(|m| invalid(format!("metadata.namespace: {m}")))?;
                 ns.clone()
             }
             None | Some(Value::Null) => "default".to_owned(),

@@ -3,12 +3,17 @@
 
 use std::collections::BTreeSet;
 
+use serde::Deserialize;
+use serde_json::Value;
+
 use crate::model::autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
 use crate::model::cluster::ClusterSpec;
+use crate::model::names::{self, NameRule};
 use crate::model::policy::{
     ClusterAffinity, ClusterAffinityTerm, DivisionPreference, Operator, OverrideSpec, Placement, Preemption,
     PropagationSpec, ReplicaSchedulingType, SpreadConstraint, SpreadField,
 };
+use crate::model::selector::LabelSelector;
 
 type Check = Result<(), String>;
 
@@ -16,11 +21,58 @@ fn ensure(condition: bool, message: impl FnOnce() -> String) -> Check {
     if condition { Ok(()) } else { Err(message()) }
 }
 
-/// A `metadata.name` any kind accepts at least: non-empty, at most 253 bytes, no `/`.
-pub fn object_name(name: &str) -> Check {
+/// Every `labelSelector` in a Karmada object, wherever it sits, is a valid
+/// `metav1.LabelSelector`. Karmada's matcher treats an invalid one as matching nothing;
+/// flotilla refuses it on load instead, as the API server refuses it in a Deployment, so
+/// a typo such as `operator: Sometimes` cannot silently unplace a workload.
+pub fn label_selectors(value: &Value) -> Check {
+    fn walk(value: &Value, at: &mut String) -> Check {
+        let len = at.len();
+        let result = match value {
+            Value::Object(map) => map.iter().try_for_each(|(key, child)| {
+                at.push_str(if at.is_empty() { "" } else { "." });
+                at.push_str(key);
+                // A selector of the wrong shape is left to the typed parse, which names it.
+                let selector = (key == "labelSelector").then(|| LabelSelector::deserialize(child).ok()).flatten();
+                let checked = match selector {
+                    Some(selector) => selector.check().map_err(|why| format!("{at}.{why}")),
+                    None => walk(child, at),
+                };
+                at.truncate(len);
+                checked
+            }),
+            Value::Array(items) => items.iter().enumerate().try_for_each(|(i, child)| {
+                at.push_str(&format!("[{i}]"));
+                let checked = walk(child, at);
+                at.truncate(len);
+                checked
+            }),
+            _ => Ok(()),
+        };
+        at.truncate(len);
+        result
+    }
+    walk(value, &mut String::new())
+}
+
+/// A `metadata.name` by the rule the API server applies to its kind.
+pub fn name(rule: NameRule, name: &str) -> Check {
     ensure(!name.is_empty(), || "must not be empty".into())?;
-    ensure(name.len() <= 253, || "must be at most 253 characters".into())?;
-    ensure(!name.contains('/') && name != "." && name != "..", || format!("{name:?} is not a valid name"))
+    ensure(rule.allows(name), || format!("{name:?} is not {}", rule.describe()))
+}
+
+/// A `metadata.namespace`: a DNS-1123 label, as Namespace names are.
+pub fn namespace(namespace: &str) -> Check {
+    self::name(NameRule::Dns1123Label, namespace)
+}
+
+/// `apiVersion` and `kind` by their grammar (a kind such as `../x` would otherwise reach
+/// file names and URLs).
+pub fn type_meta(api_version: &str, kind: &str) -> Check {
+    ensure(names::is_api_version(api_version), || {
+        format!("apiVersion: {api_version:?} is not VERSION or GROUP/VERSION (a DNS subdomain and a DNS-1035 label)")
+    })?;
+    ensure(names::is_kind(kind), || format!("kind: {kind:?} is not a kind (a letter, then letters, digits and '-')"))
 }
 
 /// Cluster names are DNS-1123 labels of at most 48 characters (`karmada-es-` must fit).

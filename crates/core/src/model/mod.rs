@@ -2,6 +2,7 @@
 
 pub mod autoscale;
 pub mod cluster;
+pub mod names;
 pub mod object;
 pub mod plan;
 pub mod policy;

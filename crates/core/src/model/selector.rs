@@ -51,8 +51,23 @@ impl LabelSelector {
 
     /// Kubernetes' validity rules: qualified keys, valid values, operator arity.
     pub fn is_valid(&self) -> bool {
-        self.match_labels.iter().all(|(k, v)| is_qualified_name(k) && is_label_value(v))
-            && self.match_expressions.iter().all(Requirement::is_valid_label_requirement)
+        self.check().is_ok()
+    }
+
+    /// [`Self::is_valid`] with the reason, as `field: why` relative to the selector.
+    pub fn check(&self) -> Result<(), String> {
+        for (k, v) in &self.match_labels {
+            if !is_qualified_name(k) {
+                return Err(format!("matchLabels: key {k:?} is not a qualified name"));
+            }
+            if !is_label_value(v) {
+                return Err(format!("matchLabels.{k}: {v:?} is not a valid label value"));
+            }
+        }
+        for (i, r) in self.match_expressions.iter().enumerate() {
+            r.check_label_requirement().map_err(|why| format!("matchExpressions[{i}].{why}"))?;
+        }
+        Ok(())
     }
 }
 
@@ -69,13 +84,24 @@ impl Requirement {
         }
     }
 
-    fn is_valid_label_requirement(&self) -> bool {
-        is_qualified_name(&self.key)
-            && match self.operator.as_str() {
-                "In" | "NotIn" => !self.values.is_empty(),
-                "Exists" | "DoesNotExist" => self.values.is_empty(),
-                _ => false,
-            }
+    fn check_label_requirement(&self) -> Result<(), String> {
+        if !is_qualified_name(&self.key) {
+            return Err(format!("key: {:?} is not a qualified name", self.key));
+        }
+        let needs_values = match self.operator.as_str() {
+            "In" | "NotIn" => true,
+            "Exists" | "DoesNotExist" => false,
+            other => return Err(format!("operator: {other:?} is not In, NotIn, Exists or DoesNotExist")),
+        };
+        match (needs_values, self.values.is_empty()) {
+            (true, true) => Err(format!("values: must be non-empty with operator {}", self.operator)),
+            (false, false) => Err(format!("values: must be empty with operator {}", self.operator)),
+            _ => self
+                .values
+                .iter()
+                .find(|v| !is_label_value(v))
+                .map_or(Ok(()), |v| Err(format!("values: {v:?} is not a valid label value"))),
+        }
     }
 }
 
@@ -86,17 +112,7 @@ pub fn is_qualified_name(key: &str) -> bool {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
     };
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|part| {
-                !part.is_empty()
-                    && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                    && !part.starts_with('-')
-                    && !part.ends_with('-')
-            })
-    });
-    prefix_ok && !name.is_empty() && is_label_value(name)
+    prefix.is_none_or(super::names::is_dns1123_subdomain) && !name.is_empty() && is_label_value(name)
 }
 
 /// A label value: empty, or at most 63 characters of alphanumerics, `-`, `_`, `.`,
