@@ -190,6 +190,35 @@ async fn objects_that_opt_out_of_prune_stay_when_they_leave_git() {
     assert_eq!(config_maps(members, "member1", ns).await, ["argo", "flux", "other", "ours"]);
 }
 
+/// Two installs that render the same object: the second reports a conflict, never
+/// re-stamps it (not even with conflictResolution Overwrite) and never prunes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_instances_objects_are_conflicts_never_taken_over_or_pruned() {
+    let members = members();
+    let ns = "e2e-owners";
+    let (a, b) = (repo(&[]), repo(&[]));
+    write(a.path(), "fleet.yaml", fleet(ns, &[("shared", &["member1"])]).as_bytes());
+    assert_eq!(apply(members, a.path(), "team-a", &[]).0, 0);
+    let overwrite = fleet(ns, &[("shared", &["member1"]), ("b-only", &["member1"])]).replace(
+        "metadata: {name: shared, namespace: e2e-owners}\ndata: {k: v}",
+        "metadata: {name: shared, namespace: e2e-owners, annotations: {work.karmada.io/conflict-resolution: overwrite}}\ndata: {k: from-b}",
+    );
+    assert!(overwrite.contains("from-b"));
+    write(b.path(), "fleet.yaml", overwrite.as_bytes());
+    let (code, stdout, stderr) = apply(members, b.path(), "team-b", &[]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stderr.contains("managed by flotilla instance \"team-a\""), "{stderr}");
+    let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
+    let shared = cms.get("shared").await.unwrap();
+    assert_eq!(shared.metadata.annotations.unwrap()["flotilla.dev/instance"], "team-a");
+    assert_eq!(shared.data.unwrap()["k"], "v", "not re-stamped");
+    // team-b drops it from its repository and prunes: team-a's object stays.
+    write(b.path(), "fleet.yaml", fleet(ns, &[("b-only", &["member1"])]).as_bytes());
+    let (code, stdout, stderr) = apply(members, b.path(), "team-b", &["--force-prune"]);
+    assert!(code <= 1, "{stdout}\n{stderr}");
+    assert_eq!(config_maps(members, "member1", ns).await, ["b-only", "shared"]);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_broken_commit_or_an_empty_render_changes_nothing() {
     let members = members();

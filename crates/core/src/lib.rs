@@ -23,6 +23,7 @@ pub mod load;
 pub mod matching;
 pub mod model;
 pub mod overrides;
+pub mod ownership;
 pub mod render;
 pub mod schedule;
 pub mod status;

@@ -1,9 +1,8 @@
 //! The deleting half of prune: what left the plan goes, if it is still this instance's.
 
 use flotilla_core::diff;
-use flotilla_core::finish::INSTANCE_ANNOTATION;
 use flotilla_core::model::ObjectKey;
-use flotilla_core::render::MANAGED_LABEL;
+use flotilla_core::ownership;
 use kube::Resource;
 use kube::api::DeleteParams;
 use tracing::info;
@@ -35,11 +34,7 @@ pub(super) async fn delete_selected(
         match api.get_opt(&key.name).await {
             Ok(None) => {}
             Ok(Some(live)) => {
-                let ours = live.meta().labels.as_ref().and_then(|l| l.get(MANAGED_LABEL)).map(String::as_str)
-                    == Some("true")
-                    && live.meta().annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION)).map(String::as_str)
-                        == Some(instance);
-                if !ours {
+                if !ownership::may_prune(&serde_json::to_value(&live).expect("objects serialise"), instance) {
                     info!(object = %key, "not managed by this flotilla instance any more; left in place");
                     continue;
                 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use flotilla_core::diff::{self, Change, Inventory, PruneBudget};
 use flotilla_core::finish::{Finished, ScaleTarget, Share};
 use flotilla_core::model::ObjectKey;
-use flotilla_core::render::{CONFLICT_ANNOTATION, MANAGED_LABEL};
+use flotilla_core::ownership;
+use flotilla_core::render::MANAGED_LABEL;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -279,7 +280,7 @@ async fn apply_batch(
     settle_unmanaged(kinds, &mut work).await;
     let results: Vec<(ObjectKey, Result<Option<Change>, String>)> = stream::iter(work)
         .map(|(api, d, current)| async move {
-            let outcome = apply_one(&api, &d, current).await;
+            let outcome = apply_one(&api, &d, current, settings.instance).await;
             (d.key, outcome)
         })
         .buffer_unordered(settings.concurrency.max(1))
@@ -340,8 +341,14 @@ async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, Fi
 }
 
 /// Applies one object if it is missing, changed or drifted. An object that exists but
-/// was not created by flotilla is only taken over with conflict resolution `overwrite`.
-async fn apply_one(api: &Api<DynamicObject>, desired: &Finished, current: Current) -> Result<Option<Change>, String> {
+/// was not created by flotilla is only taken over with conflict resolution `overwrite`;
+/// one another instance manages is never taken over.
+async fn apply_one(
+    api: &Api<DynamicObject>,
+    desired: &Finished,
+    current: Current,
+    instance: &str,
+) -> Result<Option<Change>, String> {
     let live = match current {
         Current::Live(live) => Some(live),
         Current::Absent => None,
@@ -351,14 +358,7 @@ async fn apply_one(api: &Api<DynamicObject>, desired: &Finished, current: Curren
         }
     };
     if let Some(existing) = &live {
-        let overwrite =
-            desired.manifest.pointer(&format!("/metadata/annotations/{}", CONFLICT_ANNOTATION.replace('/', "~1")))
-                == Some(&Value::from("overwrite"));
-        let ours = existing.pointer(&format!("/metadata/labels/{}", MANAGED_LABEL.replace('/', "~1")))
-            == Some(&Value::from("true"));
-        if !ours && !overwrite {
-            return Err("exists and was not created by flotilla (conflictResolution is Abort)".into());
-        }
+        ownership::may_apply(&desired.manifest, existing, instance).map_err(|conflict| conflict.to_string())?;
     }
     let Some(change) = diff::change(&desired.manifest, live.as_ref()) else { return Ok(None) };
     let params = PatchParams::apply(FIELD_MANAGER).force();
