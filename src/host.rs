@@ -38,6 +38,8 @@ async fn connect(kubeconfig: Option<&(PathBuf, Option<String>)>) -> anyhow::Resu
         }
         None => kube::Config::incluster().context("in-cluster configuration for the host cluster")?,
     };
+    // No hidden retries past the lease (see `clusters::connect::client`).
+    config.default_retry = false;
     crate::identity::set_user_agent(&mut config);
     kube::Client::try_from(config).context("host cluster client")
 }

@@ -162,6 +162,11 @@ pub async fn client(
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
+    // kube's default layer retries 429/503/504 up to 15 times with delays growing to
+    // 1000 s: one request could hold a reconcile for minutes past its timeouts, and
+    // re-send a write after the lease that allowed it has lapsed. flotilla retries whole
+    // reconciles itself, bounded by --cluster-timeout and checked by the fence.
+    config.default_retry = false;
     crate::identity::set_user_agent(&mut config);
     Client::try_from(config).map_err(|e| ConnectError::Client(name(), e))
 }

@@ -219,6 +219,46 @@ async fn another_instances_objects_are_conflicts_never_taken_over_or_pruned() {
     assert_eq!(config_maps(members, "member1", ns).await, ["b-only", "shared"]);
 }
 
+/// A kind whose discovery fails for another reason than "not served" (here an
+/// aggregated API whose backend is missing answers 503) keeps its objects in the
+/// inventory: they may exist, and dropping them would orphan them for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_discovery_failure_never_drops_an_object_from_the_inventory() {
+    let cluster = Dedicated::start(1);
+    let members = &cluster.0;
+    let dir = repo(&[]);
+    let ns = "e2e-discovery";
+    let member1 = fleet(ns, &[("cm", &["member1"])]).replace("member2", "member1").replace("member3", "member1");
+    let docs: Vec<&str> = member1.split("---\n").collect();
+    let repo_text = [docs[0], docs[1], docs[4], docs[5]].join("---\n");
+    write(dir.path(), "fleet.yaml", repo_text.as_bytes());
+    let (code, stdout, stderr) = apply(members, dir.path(), "disc", &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let client = members.client("member1").await;
+    let apiservice = serde_json::json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1.broken.example.com"},
+        "spec": {"group": "broken.example.com", "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 10,
+                 "insecureSkipTLSVerify": true, "service": {"namespace": "default", "name": "nowhere", "port": 443}}
+    });
+    let gvk = kube::api::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "apiservices");
+    let apiservices: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
+    apiservices.create(&Default::default(), &serde_json::from_value(apiservice).unwrap()).await.unwrap();
+    // The inventory says an object of that kind was applied before.
+    let inventories: Api<ConfigMap> = Api::namespaced(client.clone(), "flotilla-system");
+    let mut inventory = inventories.get("flotilla-inventory-disc").await.unwrap();
+    let objects = inventory.data.as_mut().unwrap().get_mut("objects").unwrap();
+    objects.push_str(&format!("broken.example.com/v1/Gadget/{ns}/g1\n"));
+    inventories.replace("flotilla-inventory-disc", &Default::default(), &inventory).await.unwrap();
+
+    let (code, stdout, stderr) = apply(members, dir.path(), "disc", &["--force-prune", "--cluster-timeout", "40"]);
+    assert_eq!(code, 1, "the object that could not be checked is a failure: {stdout}\n{stderr}");
+    assert!(stderr.contains("Gadget") && stderr.contains("discovery"), "{stderr}");
+    let kept = inventories.get("flotilla-inventory-disc").await.unwrap().data.unwrap()["objects"].clone();
+    assert!(kept.contains("broken.example.com/v1/Gadget"), "still in the inventory: {kept}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_broken_commit_or_an_empty_render_changes_nothing() {
     let members = members();

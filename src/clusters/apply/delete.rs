@@ -7,7 +7,7 @@ use kube::Resource;
 use kube::api::DeleteParams;
 use tracing::info;
 
-use super::{Kinds, ReconcileError, Report, Settings};
+use super::{Kinds, ReconcileError, Report, Settings, Unresolved};
 
 /// Deletes what left the plan, in reverse apply order. Only objects carrying flotilla's
 /// managed label and this instance's annotation are deleted, and only while the lease is
@@ -26,9 +26,18 @@ pub(super) async fn delete_selected(
         if let Some(bar) = &settings.progress {
             bar.inc(1);
         }
-        let Ok((ar, scope)) = kinds.resolve(&key).await else {
-            info!(object = %key, "kind no longer served; dropping from the inventory");
-            continue;
+        let (ar, scope) = match kinds.resolve(&key).await {
+            Ok(found) => found,
+            Err(Unresolved::NotServed(_)) => {
+                info!(object = %key, "kind no longer served; dropping from the inventory");
+                continue;
+            }
+            Err(failed) => {
+                // Unreachable, forbidden or erroring: the object may well exist.
+                report.failed.push((key.clone(), failed.to_string()));
+                kept.push(key);
+                continue;
+            }
         };
         let api = kinds.api(&ar, &scope, key.namespace.as_deref());
         match api.get_opt(&key.name).await {

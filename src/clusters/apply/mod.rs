@@ -167,7 +167,30 @@ pub async fn autoscaled(client: &Client) -> Result<BTreeSet<ScaleTarget>, Reconc
 /// Resolves apiVersion/kind to API resources once per run.
 pub struct Kinds<'a> {
     client: &'a Client,
-    known: BTreeMap<(String, String), Result<(ApiResource, Scope), String>>,
+    known: BTreeMap<(String, String), Result<(ApiResource, Scope), Unresolved>>,
+}
+
+/// Why a kind did not resolve. Only a cluster that answers "not served" lets prune
+/// forget an object of that kind; any other failure keeps it in the inventory.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unresolved {
+    /// The API server answered that it does not serve the kind (404, or not in its group
+    /// version's resource list).
+    #[error("{0} is not served by this cluster")]
+    NotServed(String),
+    /// Discovery failed otherwise (unreachable, forbidden, a server error).
+    #[error("discovery of {0} failed: {1}")]
+    Failed(String, String),
+}
+
+impl Unresolved {
+    fn of(kind: String, error: kube::Error) -> Self {
+        match &error {
+            kube::Error::Api(status) if status.code == 404 => Unresolved::NotServed(kind),
+            kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(_)) => Unresolved::NotServed(kind),
+            _ => Unresolved::Failed(kind, error.to_string()),
+        }
+    }
 }
 
 impl<'a> Kinds<'a> {
@@ -176,7 +199,7 @@ impl<'a> Kinds<'a> {
         Self { client, known: BTreeMap::new() }
     }
 
-    async fn resolve(&mut self, key: &ObjectKey) -> Result<(ApiResource, Scope), String> {
+    async fn resolve(&mut self, key: &ObjectKey) -> Result<(ApiResource, Scope), Unresolved> {
         let id = (key.api_version.clone(), key.kind.clone());
         if let Some(found) = self.known.get(&id) {
             return found.clone();
@@ -186,17 +209,14 @@ impl<'a> Kinds<'a> {
         let found = kube::discovery::pinned_kind(self.client, &gvk)
             .await
             .map(|(ar, caps)| (ar, caps.scope))
-            .map_err(|e| format!("{} {} is not served by this cluster: {e}", key.api_version, key.kind));
+            .map_err(|e| Unresolved::of(format!("{} {}", key.api_version, key.kind), e));
         self.known.insert(id, found.clone());
         found
     }
 
     /// An already resolved kind.
-    fn known(&self, key: &ObjectKey) -> Result<(ApiResource, Scope), String> {
-        self.known
-            .get(&(key.api_version.clone(), key.kind.clone()))
-            .cloned()
-            .unwrap_or_else(|| Err("not resolved".into()))
+    fn known(&self, key: &ObjectKey) -> Option<(ApiResource, Scope)> {
+        self.known.get(&(key.api_version.clone(), key.kind.clone())).cloned().and_then(Result::ok)
     }
 
     /// CRDs applied in this run make new kinds resolvable.
@@ -227,7 +247,7 @@ pub async fn observe(
         let ar = match kinds.resolve(key).await {
             Ok((ar, _)) => ar,
             Err(e) => {
-                unserved.push((key.clone(), e));
+                unserved.push((key.clone(), e.to_string()));
                 continue;
             }
         };
@@ -323,7 +343,7 @@ async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, Fi
         }
     }
     for ((_, _, namespace), members) in groups.into_iter().filter(|(_, m)| m.len() > 3) {
-        let Ok((ar, scope)) = kinds.known(&work[members[0]].1.key) else { continue };
+        let Some((ar, scope)) = kinds.known(&work[members[0]].1.key) else { continue };
         let Ok(list) = kinds.api(&ar, &scope, namespace.as_deref()).list(&ListParams::default()).await else {
             continue;
         };
