@@ -225,6 +225,10 @@ pub struct ReconcileArgs {
     /// objects it will ever delete. Two repos applied to one cluster need two names.
     #[arg(long, default_value = "default", value_parser = instance_name)]
     pub instance: String,
+    /// Take over inventories that record another repository, branch or path (once, after
+    /// moving this instance to a new source; two repositories need two instance names).
+    #[arg(long)]
+    pub adopt_inventory: bool,
     /// Trust kubeconfig credential plugins (exec, auth-provider), which run programs.
     #[arg(long)]
     pub allow_exec_plugins: bool,

@@ -116,6 +116,10 @@ pub struct Metrics {
     pub applied: Family<ClusterLabel, Counter>,
     /// Objects pruned.
     pub pruned: Family<ClusterLabel, Counter>,
+    /// 1 while the last reconcile of a cluster refused to prune.
+    pub prune_refused: Family<ClusterLabel, Gauge>,
+    /// Objects that left Git but were left in place (opted out, another owner).
+    pub kept: Family<ClusterLabel, Counter>,
     /// Errors by cluster and reason.
     pub errors: Family<ErrorLabels, Counter>,
     /// 1 for the revision last applied to each cluster.
@@ -151,6 +155,8 @@ impl Metrics {
             reconcile_seconds: Family::new_with_constructor(seconds),
             applied: Family::default(),
             pruned: Family::default(),
+            prune_refused: Family::default(),
+            kept: Family::default(),
             errors: Family::default(),
             applied_revision: Family::default(),
             render_failing: Gauge::default(),
@@ -182,6 +188,16 @@ impl Metrics {
         );
         registry.register("flotilla_applied_objects", "Objects written by server-side apply", metrics.applied.clone());
         registry.register("flotilla_pruned_objects", "Objects deleted by prune", metrics.pruned.clone());
+        registry.register(
+            "flotilla_prune_refused",
+            "1 while the last reconcile of a cluster refused to prune",
+            metrics.prune_refused.clone(),
+        );
+        registry.register(
+            "flotilla_kept_objects",
+            "Objects that left Git but were left in place (prune opt-out, another owner)",
+            metrics.kept.clone(),
+        );
         registry.register("flotilla_errors", "Errors by cluster and reason", metrics.errors.clone());
         registry.register(
             "flotilla_applied_revision",

@@ -32,17 +32,26 @@ pub struct Status {
     /// Per cluster: the revision last applied there.
     #[serde(default)]
     pub revisions: BTreeMap<String, String>,
+    /// Per cluster: why the last reconcile did not prune, while it does not.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prune_refused: BTreeMap<String, String>,
+    /// Per cluster: objects that left Git and were left in place by the last reconcile
+    /// (`apiVersion/kind/namespace/name: why`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kept: BTreeMap<String, Vec<String>>,
     /// Per autoscaler (`<kind> <namespace>/<name>`): what it decided.
     #[serde(default)]
     pub autoscalers: BTreeMap<String, AutoscalerStatus>,
 }
 
 impl Status {
-    /// Whether the newest revision is applied everywhere and nothing failed.
+    /// Whether the newest revision is applied everywhere, nothing failed and no cluster
+    /// refused to prune (as `apply` exits 1 then).
     pub fn healthy(&self) -> bool {
         self.head == self.applied
             && self.error.is_none()
             && self.source_unavailable.is_none()
+            && self.prune_refused.is_empty()
             && !self.clusters.values().any(|line| line.contains(": failed"))
     }
 }

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use flotilla_core::diff::Inventory;
+use flotilla_core::inventory::{Inventory, Source};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
 
 use super::FIELD_MANAGER;
 
@@ -29,7 +29,18 @@ pub enum InventoryError {
     Corrupt(String, String),
 }
 
-/// Reads the inventory; an absent one is empty.
+/// Largest part of the object list one ConfigMap holds (the API server allows 1 MiB per
+/// object): about 15,000 objects. Larger inventories continue in part ConfigMaps.
+const PART_BYTES: usize = 900_000;
+
+/// Label on part ConfigMaps, valued with the instance, so stale parts can be found.
+const PART_LABEL: &str = "flotilla.dev/inventory-part";
+
+fn part_name(instance: &str, generation: &str, index: usize) -> String {
+    format!("{}-{generation}-{index}", name(instance))
+}
+
+/// Reads the inventory (its head and any parts); an absent one is empty.
 pub async fn read(client: &Client, instance: &str) -> Result<Inventory, InventoryError> {
     let name = name(instance);
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
@@ -37,39 +48,102 @@ pub async fn read(client: &Client, instance: &str) -> Result<Inventory, Inventor
     let Some(cm) = found else { return Ok(Inventory::default()) };
     let data = cm.data.unwrap_or_default();
     let field = |k: &str| data.get(k).map(String::as_str).unwrap_or_default();
-    Inventory::decode(field("revision"), field("objects")).map_err(|e| InventoryError::Corrupt(name, e))
+    let corrupt = |why: String| InventoryError::Corrupt(name.clone(), why);
+    let source = match data.get("source") {
+        Some(text) => Some(serde_json::from_str::<Source>(text).map_err(|e| corrupt(format!("source: {e}")))?),
+        None => None,
+    };
+    let mut parts = vec![field("objects").to_owned()];
+    if let Some(layout) = data.get("parts") {
+        let (generation, count) = layout
+            .split_once(' ')
+            .and_then(|(g, n)| Some((g, n.parse::<usize>().ok()?)))
+            .ok_or_else(|| corrupt(format!("parts: {layout:?} is not 'GENERATION COUNT'")))?;
+        for index in 1..=count {
+            let part = part_name(instance, generation, index);
+            let found = api.get_opt(&part).await.map_err(|e| InventoryError::Api(part.clone(), e))?;
+            let cm = found.ok_or_else(|| corrupt(format!("part {part} is missing")))?;
+            parts.push(cm.data.and_then(|mut d| d.remove("objects")).unwrap_or_default());
+        }
+    }
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    Inventory::decode(field("revision"), source, &parts).map_err(corrupt)
 }
 
-/// Writes the inventory (creating its namespace on first use).
+/// Writes the inventory (creating its namespace on first use). Parts beyond the first
+/// are written before the head that names them, under a generation of their content, so
+/// a write interrupted at any point leaves the previous head and its parts readable;
+/// parts no head names any more are deleted last.
 pub async fn write(client: &Client, instance: &str, inventory: &Inventory) -> Result<(), InventoryError> {
     let name = name(instance);
     let failed = |e| InventoryError::Api(name.clone(), e);
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    if namespaces.get_opt(NAMESPACE).await.map_err(failed)?.is_none() {
-        let ns = Namespace {
-            metadata: ObjectMeta { name: Some(NAMESPACE.into()), ..Default::default() },
-            ..Default::default()
-        };
-        match namespaces.create(&Default::default(), &ns).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
+    ensure_namespace(client).await.map_err(failed)?;
+    let mut parts = inventory.encode(PART_BYTES);
+    let head_objects = parts.remove(0);
+    let generation = &flotilla_core::diff::digest(&serde_json::Value::from(parts.concat()))[..8];
+    let mut current = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        let part_name = part_name(instance, generation, i + 1);
+        let labels = BTreeMap::from([(PART_LABEL.to_owned(), instance.to_owned())]);
+        let data = BTreeMap::from([("objects".to_owned(), part.clone())]);
+        put(client, &part_name, Some(labels), data).await.map_err(|e| InventoryError::Api(part_name.clone(), e))?;
+        current.push(part_name);
+    }
+    let mut data =
+        BTreeMap::from([("revision".to_owned(), inventory.revision.clone()), ("objects".to_owned(), head_objects)]);
+    if let Some(source) = &inventory.source {
+        data.insert("source".to_owned(), serde_json::to_string(source).expect("a source serialises"));
+    }
+    if !parts.is_empty() {
+        data.insert("parts".to_owned(), format!("{generation} {}", parts.len()));
+    }
+    put(client, &name, None, data).await.map_err(failed)?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    let stale = api.list(&ListParams::default().labels(&format!("{PART_LABEL}={instance}"))).await.map_err(failed)?;
+    for cm in stale.items.into_iter().filter_map(|cm| cm.metadata.name).filter(|n| !current.contains(n)) {
+        match api.delete(&cm, &DeleteParams::default()).await {
+            Ok(_) | Err(kube::Error::Api(_)) => {}
             Err(e) => return Err(failed(e)),
         }
     }
-    let data = BTreeMap::from([
-        ("revision".to_owned(), inventory.revision.clone()),
-        ("objects".to_owned(), inventory.encode()),
-    ]);
+    Ok(())
+}
+
+async fn ensure_namespace(client: &Client) -> Result<(), kube::Error> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(NAMESPACE).await?.is_some() {
+        return Ok(());
+    }
+    let ns =
+        Namespace { metadata: ObjectMeta { name: Some(NAMESPACE.into()), ..Default::default() }, ..Default::default() };
+    match namespaces.create(&Default::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Server-side applies one ConfigMap of the inventory.
+async fn put(
+    client: &Client,
+    name: &str,
+    labels: Option<BTreeMap<String, String>>,
+    data: BTreeMap<String, String>,
+) -> Result<(), kube::Error> {
     let cm = ConfigMap {
-        metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(NAMESPACE.into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NAMESPACE.into()),
+            labels,
+            ..Default::default()
+        },
         data: Some(data),
         ..Default::default()
     };
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
-    let params = PatchParams::apply(FIELD_MANAGER).force();
     let mut body = serde_json::to_value(&cm).expect("ConfigMap serialises");
     body["apiVersion"] = "v1".into();
     body["kind"] = "ConfigMap".into();
-    api.patch(&name, &params, &Patch::Apply(body)).await.map_err(failed)?;
+    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body)).await?;
     Ok(())
 }

@@ -46,6 +46,10 @@ pub struct Options<'a> {
     /// Checked before each batch of applies and each delete: a controller that lost its
     /// lease writes nothing more.
     pub fence: &'a Fence,
+    /// The repository applied, recorded in each inventory.
+    pub source: &'a flotilla_core::inventory::Source,
+    /// Take over inventories another source recorded.
+    pub adopt: bool,
 }
 
 /// The outcome for one cluster.
@@ -144,12 +148,11 @@ async fn attempt(
         concurrency: options.concurrency,
         progress,
         fence: options.fence,
+        source: options.source,
+        adopt: options.adopt,
     };
     apply::reconcile(&client, &plan.revision, share, settings).await.map_err(|e| {
-        let retry = !matches!(
-            e,
-            apply::ReconcileError::Inventory(inventory::InventoryError::Corrupt(..)) | apply::ReconcileError::Fenced
-        );
+        let retry = !matches!(e, apply::ReconcileError::OtherSource(..) | apply::ReconcileError::Fenced);
         Failure::of(e, retry)
     })
 }

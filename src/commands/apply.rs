@@ -25,6 +25,7 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         args.clusters.clone()
     };
     let pool = clusters::connect::Pool::default();
+    let source = crate::git::local_source(&args.source.repo, args.source.rev.as_deref());
     let options = clusters::Options {
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         pool: &pool,
@@ -38,6 +39,8 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         request_timeout: args.reconcile.request_timeout,
         cluster_timeout: args.reconcile.cluster_timeout,
         fence: &Default::default(),
+        source: &source,
+        adopt: args.reconcile.adopt_inventory,
     };
     let outcomes = runtime()?.block_on(clusters::reconcile_all(&plan, &kubeconfig, &names, options));
     let mut outcome = report(&plan);

@@ -36,6 +36,8 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         cluster_timeout: args.reconcile.cluster_timeout,
         namespace: args.namespace.clone(),
         replica_state: args.writeback == autoscaler::Writeback::State,
+        source: run_source(&args),
+        adopt: args.reconcile.adopt_inventory,
     };
     let credentials = match (&args.kubeconfig, &args.agent) {
         _ if args.member_secrets => Credentials::Secrets { namespace: args.namespace.clone() },
@@ -71,6 +73,17 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
 }
 
 /// The webhook secret: refused when empty, since anyone could sign with an empty key.
+/// The followed repository as the inventory records it: a URL as given (credentials
+/// stripped), a local repository as `apply` names it.
+fn run_source(args: &RunArgs) -> flotilla_core::inventory::Source {
+    if crate::git::is_url(&args.repo) {
+        flotilla_core::inventory::Source::new(&args.repo, &args.branch, &args.path)
+    } else {
+        let dir = Path::new(&args.repo).join(&args.path);
+        crate::git::local_source(&dir, Some(&args.branch))
+    }
+}
+
 fn webhook_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
     let secret = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let secret = secret.trim_ascii().to_vec();

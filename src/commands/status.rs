@@ -81,6 +81,12 @@ fn show(status: &Status) -> String {
     }
     for (cluster, line) in &status.clusters {
         out += &format!("{cluster:<12}{line}\n");
+        if let Some(why) = status.prune_refused.get(cluster) {
+            out += &format!("{:<12}prune refused: {why}\n", "");
+        }
+        for kept in status.kept.get(cluster).into_iter().flatten() {
+            out += &format!("{:<12}kept {kept}\n", "");
+        }
     }
     for (name, autoscaler) in &status.autoscalers {
         out += &show_autoscaler(name, autoscaler);

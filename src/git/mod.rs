@@ -16,6 +16,38 @@ pub use auth::GitAuth;
 pub use branch::{Branch, FetchError, Files, Pushed, is_url};
 pub use read::{read, read_commit};
 
+/// Where a local directory's manifests come from, for the inventory: inside a Git work
+/// tree, its `origin` URL (else the work tree's path), the branch (`rev`, else the
+/// checked-out branch, else unknown) and the directory's path in the tree; outside one,
+/// the directory itself. So CI jobs that clone the same repository to different places
+/// name the same source.
+pub fn local_source(dir: &std::path::Path, rev: Option<&str>) -> flotilla_core::inventory::Source {
+    use flotilla_core::inventory::Source;
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let Ok(repo) = git2::Repository::discover(&dir) else {
+        return Source::new(&dir.to_string_lossy(), "", "");
+    };
+    let Some(workdir) = repo.workdir().and_then(|w| std::fs::canonicalize(w).ok()) else {
+        return Source::new(&dir.to_string_lossy(), "", "");
+    };
+    let url = repo
+        .find_remote("origin")
+        .ok()
+        .and_then(|r| r.url().ok().map(str::to_owned))
+        .unwrap_or_else(|| workdir.to_string_lossy().into_owned());
+    let branch = match rev {
+        Some(rev) => rev.to_owned(),
+        None => repo
+            .head()
+            .ok()
+            .filter(git2::Reference::is_branch)
+            .and_then(|h| h.shorthand().ok().map(str::to_owned))
+            .unwrap_or_default(),
+    };
+    let path = dir.strip_prefix(&workdir).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    Source::new(&url, &branch, &path)
+}
+
 /// A commit of the followed repository.
 pub type Revision = git2::Oid;
 

@@ -54,6 +54,8 @@ impl Reconciler {
             request_timeout: settings.request_timeout,
             cluster_timeout: settings.cluster_timeout,
             fence: &self.fence,
+            source: &settings.source,
+            adopt: settings.adopt,
         };
         let clock = Instant::now();
         let outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;
@@ -171,6 +173,19 @@ impl Reconciler {
         let label = ClusterLabel { cluster: cluster.to_owned() };
         metrics.applied.get_or_create(&label).inc_by(report.applied.len() as u64);
         metrics.pruned.get_or_create(&label).inc_by(report.pruned.len() as u64);
+        metrics.kept.get_or_create(&label).inc_by(report.kept.len() as u64);
+        metrics.prune_refused.get_or_create(&label).set(i64::from(report.prune_refused.is_some()));
+        self.board.update(|s| {
+            match &report.prune_refused {
+                Some(why) => s.prune_refused.insert(cluster.to_owned(), why.clone()),
+                None => s.prune_refused.remove(cluster),
+            };
+            let kept: Vec<String> = report.kept.iter().map(|(k, why)| format!("{}: {why}", k.spelled())).collect();
+            match kept.is_empty() {
+                true => s.kept.remove(cluster),
+                false => s.kept.insert(cluster.to_owned(), kept),
+            };
+        });
         for _ in &report.failed {
             metrics.error(cluster, ErrorReason::Object);
         }

@@ -51,6 +51,10 @@ pub struct Settings {
     pub namespace: String,
     /// Renders read replica counts from the host cluster (`--writeback=state`).
     pub replica_state: bool,
+    /// The followed repository, branch and path, recorded in each inventory.
+    pub source: flotilla_core::inventory::Source,
+    /// Take over inventories another source recorded.
+    pub adopt: bool,
 }
 
 /// Why the loop is woken early.

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::members::{Dedicated, Members, members};
 use crate::support::{repo, run, write};
 
-fn apply(members: &Members, repo: &Path, instance: &str, extra: &[&str]) -> (i32, String, String) {
+pub fn apply(members: &Members, repo: &Path, instance: &str, extra: &[&str]) -> (i32, String, String) {
     let mut args = vec![
         "apply",
         repo.to_str().unwrap(),
@@ -249,14 +249,19 @@ async fn a_discovery_failure_never_drops_an_object_from_the_inventory() {
     let inventories: Api<ConfigMap> = Api::namespaced(client.clone(), "flotilla-system");
     let mut inventory = inventories.get("flotilla-inventory-disc").await.unwrap();
     let objects = inventory.data.as_mut().unwrap().get_mut("objects").unwrap();
-    objects.push_str(&format!("broken.example.com/v1/Gadget/{ns}/g1\n"));
+    let mut entries: Vec<Value> = serde_json::from_str(objects).unwrap();
+    entries.push(serde_json::json!(["broken.example.com/v1", "Gadget", ns, "g1"]));
+    *objects = serde_json::to_string(&entries).unwrap();
     inventories.replace("flotilla-inventory-disc", &Default::default(), &inventory).await.unwrap();
 
     let (code, stdout, stderr) = apply(members, dir.path(), "disc", &["--force-prune", "--cluster-timeout", "40"]);
     assert_eq!(code, 1, "the object that could not be checked is a failure: {stdout}\n{stderr}");
     assert!(stderr.contains("Gadget") && stderr.contains("discovery"), "{stderr}");
     let kept = inventories.get("flotilla-inventory-disc").await.unwrap().data.unwrap()["objects"].clone();
-    assert!(kept.contains("broken.example.com/v1/Gadget"), "still in the inventory: {kept}");
+    assert!(
+        kept.contains(r#"["broken.example.com/v1","Gadget","e2e-discovery","g1"]"#),
+        "still in the inventory: {kept}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -662,3 +662,49 @@ async fn divided_placements_carry_over_between_revisions() {
         "steady mode keeps 3/3 instead of reshuffling to 2/2/2"
     );
 }
+
+/// What prune leaves alone is visible: an object kept by its opt-out annotation, and a
+/// refusal over the deletion budget, in `/status`, `/metrics` and `flotilla status`.
+#[tokio::test(flavor = "multi_thread")]
+async fn prune_refusals_and_kept_objects_are_reported() {
+    let members = members();
+    let ns = "e2e-refused";
+    let names = ["x1", "x2", "x3", "x4"];
+    let placed = |names: &[&'static str]| fleet(ns, &names.iter().map(|n| (*n, &["member1"][..])).collect::<Vec<_>>());
+    let work = tempfile::tempdir().unwrap();
+    git(work.path(), &["init", "-q", "-b", "main"]);
+    write(work.path(), "fleet.yaml", placed(&names).as_bytes());
+    commit_local(work.path(), "four");
+    let (_controller, port) =
+        run_on_members(&["--repo", work.path().to_str().unwrap(), "--interval", "1", "--instance", "refused"]);
+    wait_for("the first revision", Duration::from_secs(60), || async { ready(port) }).await;
+    let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
+    let keep = serde_json::json!({"metadata": {"annotations": {"flotilla.dev/prune": "disabled"}}});
+    cms.patch("x4", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(keep)).await.unwrap();
+    let status = || async move { http(port, "GET", "/status", &[], b"").1 };
+
+    write(work.path(), "fleet.yaml", placed(&names[..3]).as_bytes());
+    commit_local(work.path(), "x4 leaves");
+    wait_for("x4 reported kept", Duration::from_secs(30), || async {
+        status().await.contains("v1/ConfigMap/e2e-refused/x4: prune disabled by an annotation")
+    })
+    .await;
+    assert!(cms.get_opt("x4").await.unwrap().is_some());
+    let metrics = http(port, "GET", "/metrics", &[], b"").1;
+    assert!(metrics.contains("flotilla_kept_objects_total{cluster=\"member1\"} 1"), "{metrics}");
+
+    // Three of the four left (the Namespace stays) is over the 50% budget: refused, and
+    // said so everywhere.
+    write(work.path(), "fleet.yaml", placed(&[]).as_bytes());
+    commit_local(work.path(), "x1, x2 and x3 leave");
+    wait_for("the refusal in /status", Duration::from_secs(30), || async {
+        status().await.contains("over the deletion budget")
+    })
+    .await;
+    let metrics = http(port, "GET", "/metrics", &[], b"").1;
+    assert!(metrics.lines().any(|l| l == "flotilla_prune_refused{cluster=\"member1\"} 1"), "{metrics}");
+    let (code, out, _) = crate::support::run(&["status", "--controller", &format!("http://127.0.0.1:{port}")]);
+    assert_eq!(code, 1, "a refusal needs attention:\n{out}");
+    assert!(out.lines().any(|l| l.trim_start().starts_with("prune refused: pruning 3 of 4")), "{out}");
+    assert!(cms.get_opt("x1").await.unwrap().is_some() && cms.get_opt("x3").await.unwrap().is_some());
+}

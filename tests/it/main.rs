@@ -7,6 +7,7 @@ pub mod controller; // `flotilla run` with a real git daemon: follow, keep last 
 mod e2e; // the member clusters themselves: real pods, readiness, isolation
 mod fence; // a leader cut off from its Lease stops writing before a standby leads
 mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields
+mod inventory; // the inventory: its source, recovery from corruption, parts past one ConfigMap
 mod members; // the member-cluster harness (hack/local-up.sh, per-test namespaces)
 mod outage; // failure and attack: a Git outage, slowloris clients, webhook listener, empty secret
 mod pipeline; // fixture repos rendered through the core, as YAML snapshots

@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
+use crate::inventory::Inventory;
 use crate::model::ObjectKey;
 use crate::schedule::capacity::milli;
 
@@ -25,48 +26,6 @@ pub fn prune_disabled<'a>(mut annotation: impl FnMut(&str) -> Option<&'a str>) -
         || disabled(annotation("kustomize.toolkit.fluxcd.io/prune"))
         || annotation("argocd.argoproj.io/sync-options")
             .is_some_and(|options| options.split(',').any(|o| o.trim() == "Prune=false"))
-}
-
-/// What flotilla applied to one cluster, persisted in the cluster so a fresh process
-/// knows what it may prune.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Inventory {
-    /// The revision last applied completely.
-    pub revision: String,
-    /// Objects flotilla applied and has not yet deleted.
-    pub objects: BTreeSet<ObjectKey>,
-}
-
-impl Inventory {
-    /// One line per object, as [`ObjectKey::spelled`].
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        for k in &self.objects {
-            let _ = writeln!(out, "{}", k.spelled());
-        }
-        out
-    }
-
-    /// Parses [`Inventory::encode`]'s format, and the `apiVersion kind namespace|- name`
-    /// lines that versions before the one key spelling wrote; malformed lines are an error
-    /// (an inventory that cannot be read must not be pruned from).
-    pub fn decode(revision: &str, text: &str) -> Result<Self, String> {
-        let objects = text
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|line| match line.split(' ').collect::<Vec<_>>()[..] {
-                [spelled] => spelled.parse().map_err(|e| format!("malformed inventory line: {e}")),
-                [api_version, kind, ns, name] => Ok(ObjectKey {
-                    api_version: api_version.into(),
-                    kind: kind.into(),
-                    namespace: (ns != "-").then(|| ns.to_owned()),
-                    name: name.into(),
-                }),
-                _ => Err(format!("malformed inventory line {line:?}")),
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Self { revision: revision.into(), objects })
-    }
 }
 
 /// Why a prune was refused.
@@ -258,25 +217,7 @@ mod tests {
     }
 
     fn inventory(names: &[&str]) -> Inventory {
-        Inventory { revision: "r".into(), objects: names.iter().map(|n| key(n)).collect() }
-    }
-
-    #[test]
-    fn inventory_round_trips_and_refuses_garbage() {
-        let mut inv = inventory(&["a", "b"]);
-        inv.objects.insert(ObjectKey {
-            api_version: "v1".into(),
-            kind: "Namespace".into(),
-            namespace: None,
-            name: "x".into(),
-        });
-        assert_eq!(Inventory::decode("r", &inv.encode()).unwrap(), inv);
-        assert!(Inventory::decode("r", "only three fields\n").is_err());
-        assert!(Inventory::decode("r", "v1/ConfigMap/c\n").is_err());
-        // What earlier versions wrote still reads.
-        let legacy = Inventory::decode("r", "apps/v1 Deployment web nginx\nv1 Namespace - web\n").unwrap();
-        let spelled: Vec<String> = legacy.objects.iter().map(ObjectKey::spelled).collect();
-        assert_eq!(spelled, ["apps/v1/Deployment/web/nginx", "v1/Namespace//web"]);
+        Inventory { revision: "r".into(), source: None, objects: names.iter().map(|n| key(n)).collect() }
     }
 
     #[test]

@@ -45,12 +45,14 @@ pub(super) async fn delete_selected(
             Ok(Some(live)) => {
                 if !ownership::may_prune(&serde_json::to_value(&live).expect("objects serialise"), instance) {
                     info!(object = %key, "not managed by this flotilla instance any more; left in place");
+                    report.kept.push((key, "not managed by this instance".into()));
                     continue;
                 }
                 let annotations = live.meta().annotations.as_ref();
                 if diff::prune_disabled(|k| annotations.and_then(|a| a.get(k)).map(String::as_str)) {
                     // As Flux and Argo CD do: left running, and no longer tracked.
                     info!(object = %key, "prune disabled by an annotation; left in place");
+                    report.kept.push((key, "prune disabled by an annotation".into()));
                     continue;
                 }
                 settings.fence()?;

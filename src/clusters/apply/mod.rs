@@ -5,8 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use flotilla_core::diff::{self, Change, Inventory, PruneBudget};
+use flotilla_core::diff::{self, Change, PruneBudget};
 use flotilla_core::finish::{Finished, ScaleTarget, Share};
+use flotilla_core::inventory::{Inventory, OtherSource, Source, check_source};
 use flotilla_core::model::ObjectKey;
 use flotilla_core::ownership;
 use flotilla_core::render::MANAGED_LABEL;
@@ -37,18 +38,25 @@ pub struct Report {
     pub failed: Vec<(ObjectKey, String)>,
     /// Why pruning was skipped, if it was.
     pub prune_refused: Option<String>,
+    /// Objects that left Git but stay in the cluster, and why (an opt-out annotation,
+    /// another owner).
+    pub kept: Vec<(ObjectKey, String)>,
 }
 
 impl Report {
-    /// `N applied, N unchanged, N pruned, N failed`.
+    /// `N applied, N unchanged, N pruned, N failed`, then `, N kept` when any are.
     pub fn summary(&self) -> String {
-        format!(
+        let mut line = format!(
             "{} applied, {} unchanged, {} pruned, {} failed",
             self.applied.len(),
             self.unchanged,
             self.pruned.len(),
             self.failed.len()
-        )
+        );
+        if !self.kept.is_empty() {
+            line += &format!(", {} kept", self.kept.len());
+        }
+        line
     }
 }
 
@@ -61,6 +69,9 @@ pub enum ReconcileError {
     /// The API server did not answer discovery.
     #[error("discovery of {0} failed")]
     Discovery(String, #[source] kube::Error),
+    /// The inventory belongs to another repository: nothing is written.
+    #[error(transparent)]
+    OtherSource(#[from] Box<OtherSource>),
     /// This instance lost its lease mid-reconcile and wrote nothing more.
     #[error("stopped writing: this instance no longer holds the lease")]
     Fenced,
@@ -86,6 +97,10 @@ pub struct Settings<'a> {
     pub concurrency: usize,
     /// Whether this instance may still write (it leads).
     pub fence: &'a Fence,
+    /// The repository this instance applies, recorded in its inventory.
+    pub source: &'a Source,
+    /// Take over an inventory another source recorded (`--adopt-inventory`).
+    pub adopt: bool,
 }
 
 /// Reconciles one cluster to its finished `share` at `revision`, sending each manifest
@@ -100,7 +115,7 @@ pub async fn reconcile(
     let mut report = Report::default();
     let Share { objects: desired, protected } = share;
     let protected = &protected;
-    let previous = inventory::read(client, settings.instance).await?;
+    let (previous, recovering) = previous_inventory(client, &settings, &mut report).await?;
     let desired_keys: BTreeSet<ObjectKey> = desired.iter().map(|d| d.key.clone()).collect();
     let to_prune = match diff::select_prune(&desired_keys, &previous, protected, settings.budget) {
         Ok(keys) => keys,
@@ -112,8 +127,13 @@ pub async fn reconcile(
     };
     // Everything about to be created is recorded first: a crash after a create leaves
     // an inventory that still lists the object, so the next run can prune it.
-    let pending = Inventory { revision: previous.revision.clone(), objects: &previous.objects | &desired_keys };
-    if pending != previous {
+    let source = Some(settings.source.clone());
+    let pending = Inventory {
+        revision: previous.revision.clone(),
+        source: source.clone(),
+        objects: &previous.objects | &desired_keys,
+    };
+    if pending != previous || recovering {
         settings.fence()?;
         inventory::write(client, settings.instance, &pending).await?;
     }
@@ -133,12 +153,39 @@ pub async fn reconcile(
     let kept = delete::delete_selected(&mut kinds, to_prune, &settings, &mut report).await?;
     let objects: BTreeSet<ObjectKey> =
         desired_keys.into_iter().chain(kept).chain(previous.objects.intersection(protected).cloned()).collect();
-    let done = Inventory { revision: revision.to_owned(), objects };
+    let done = Inventory { revision: revision.to_owned(), source, objects };
     if done != pending {
         settings.fence()?;
         inventory::write(client, settings.instance, &done).await?;
     }
     Ok(report)
+}
+
+/// The inventory to prune from, if it is this source's. An unreadable one is replaced
+/// (so a member never stays stuck on it) and nothing is pruned from it, which the report
+/// says; `true` when that happens.
+async fn previous_inventory(
+    client: &Client,
+    settings: &Settings<'_>,
+    report: &mut Report,
+) -> Result<(Inventory, bool), ReconcileError> {
+    match inventory::read(client, settings.instance).await {
+        Ok(found) => {
+            check_source(found.source.as_ref(), settings.source, settings.adopt)?;
+            Ok((found, false))
+        }
+        Err(inventory::InventoryError::Corrupt(name, why)) => {
+            let refused = format!(
+                "inventory {}/{name} was unreadable ({why}): it is rewritten from this revision and nothing is pruned \
+                 from it; objects only it listed are left in place",
+                inventory::NAMESPACE
+            );
+            warn!(reason = %refused, "not pruning");
+            report.prune_refused = Some(refused);
+            Ok((Inventory::default(), true))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The workloads HorizontalPodAutoscalers in the member scale: the core leaves their
