@@ -54,6 +54,10 @@ pub struct RunArgs {
     /// Subdirectory of the repository holding the fleet.
     #[arg(long, default_value = "", env = "FLOTILLA_PATH")]
     pub path: String,
+    /// What this instance may touch (see `flotilla apply --help`); a ConfigMap or
+    /// Secret in the controller's namespace, mounted as a file, in-cluster.
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_SCOPE")]
+    pub scope: Option<PathBuf>,
     /// Time between fetches (`30s`, `5m`, `1h`; a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
     pub interval: Duration,
@@ -259,6 +263,12 @@ pub struct SourceArgs {
     /// weights and Aggregated division.
     #[arg(long, value_name = "FILE")]
     pub cluster_state: Option<PathBuf>,
+    /// What this instance may touch: an Argo CD AppProject (or its spec's fields:
+    /// destinations, cluster/namespace resource white- and blacklists). Objects outside
+    /// it are problems, never applied or pruned. Without it, the repository has full
+    /// control of every member.
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_SCOPE")]
+    pub scope: Option<PathBuf>,
 }
 
 /// `flotilla render`.

@@ -50,6 +50,8 @@ pub struct Options<'a> {
     pub source: &'a flotilla_core::inventory::Source,
     /// Take over inventories another source recorded.
     pub adopt: bool,
+    /// What the instance may touch: objects outside are never pruned.
+    pub scope: Option<&'a flotilla_core::project::Project>,
 }
 
 /// The outcome for one cluster.
@@ -150,6 +152,7 @@ async fn attempt(
         fence: options.fence,
         source: options.source,
         adopt: options.adopt,
+        scope: options.scope.map(|project| (cluster, project)),
     };
     apply::reconcile(&client, &plan.revision, share, settings).await.map_err(|e| {
         let retry = !matches!(e, apply::ReconcileError::OtherSource(..) | apply::ReconcileError::Fenced);

@@ -2,13 +2,14 @@
 
 use anyhow::bail;
 
-use super::{Outcome, plan, report, runtime};
+use super::{Outcome, plan_within, report, runtime, scope};
 use crate::cli::ApplyArgs;
 use crate::clusters;
 
 pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
     // Rendering first: a repo that does not load changes nothing in any cluster.
-    let plan = plan(&args.source)?;
+    let scope = scope(&args.source)?;
+    let plan = plan_within(&args.source, scope.as_ref())?;
     let kubeconfig = clusters::connect::read(&args.kubeconfig)?;
     let names: Vec<String> = if args.clusters.is_empty() {
         let (push, pull) = clusters::by_sync_mode(&plan);
@@ -41,6 +42,7 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         fence: &Default::default(),
         source: &source,
         adopt: args.reconcile.adopt_inventory,
+        scope: scope.as_ref(),
     };
     let outcomes = runtime()?.block_on(clusters::reconcile_all(&plan, &kubeconfig, &names, options));
     let mut outcome = report(&plan);

@@ -54,6 +54,16 @@ pub fn describe(err: &anyhow::Error) -> String {
 }
 
 pub(crate) fn plan(args: &SourceArgs) -> anyhow::Result<Plan> {
+    plan_within(args, scope(args)?.as_ref())
+}
+
+/// The `--scope` of a command, if given.
+pub(crate) fn scope(args: &SourceArgs) -> anyhow::Result<Option<flotilla_core::project::Project>> {
+    args.scope.as_deref().map(read_scope).transpose()
+}
+
+/// [`plan`], restricted to `scope`.
+pub(crate) fn plan_within(args: &SourceArgs, scope: Option<&flotilla_core::project::Project>) -> anyhow::Result<Plan> {
     let limits = Limits::default();
     let files = match args.rev.as_deref() {
         Some(rev) => crate::git::read(&args.repo, rev, &limits)?,
@@ -64,10 +74,21 @@ pub(crate) fn plan(args: &SourceArgs) -> anyhow::Result<Plan> {
         None => ClusterState::default(),
     };
     let plan = flotilla_core::plan(&files, &state, &limits)?;
+    let plan = match scope {
+        Some(project) => flotilla_core::project::restrict(plan, project),
+        None => plan,
+    };
     for key in &plan.unclaimed {
         warn!(object = %key, "no PropagationPolicy claims this template; it goes nowhere");
     }
     Ok(plan)
+}
+
+/// Reads a `--scope` file; a scope that does not parse stops everything.
+pub(crate) fn read_scope(path: &Path) -> anyhow::Result<flotilla_core::project::Project> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the scope {}", path.display()))?;
+    flotilla_core::project::Project::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{} is not a valid scope: {e}", path.display()))
 }
 
 fn read_state(path: &Path) -> anyhow::Result<ClusterState> {

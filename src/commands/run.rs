@@ -38,7 +38,14 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         replica_state: args.writeback == autoscaler::Writeback::State,
         source: run_source(&args),
         adopt: args.reconcile.adopt_inventory,
+        scope: args.scope.as_deref().map(super::read_scope).transpose()?.map(std::sync::Arc::new),
     };
+    if reconcile.scope.is_none() {
+        tracing::warn!(
+            "no --scope given: the repository has full control of every member (any kind, any namespace); \
+             see docs/security.md"
+        );
+    }
     let credentials = match (&args.kubeconfig, &args.agent) {
         _ if args.member_secrets => Credentials::Secrets { namespace: args.namespace.clone() },
         (Some(path), _) => Credentials::File(path.clone()),

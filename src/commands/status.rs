@@ -14,8 +14,12 @@ pub fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
     if let Some(url) = &args.controller {
         return controller_status(url, args.request_timeout);
     }
-    let source =
-        SourceArgs { repo: args.repo.clone().expect("clap requires it"), rev: args.rev.clone(), cluster_state: None };
+    let source = SourceArgs {
+        repo: args.repo.clone().expect("clap requires it"),
+        rev: args.rev.clone(),
+        cluster_state: None,
+        scope: None,
+    };
     let plan = plan(&source)?;
     let kubeconfig = clusters::connect::read(args.kubeconfig.as_deref().expect("clap requires it"))?;
     let timeout = args.request_timeout;

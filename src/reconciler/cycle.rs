@@ -56,6 +56,7 @@ impl Reconciler {
             fence: &self.fence,
             source: &settings.source,
             adopt: settings.adopt,
+            scope: settings.scope.as_deref(),
         };
         let clock = Instant::now();
         let outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;
@@ -116,12 +117,16 @@ impl Reconciler {
                 branch.read(revision, &prefix, &Limits::default(), &cache)
             })
             .await??;
-        let cache = self.parse_cache.clone();
+        let (cache, scope) = (self.parse_cache.clone(), self.settings.scope.clone());
         tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {
             let limits = Limits::default();
             let mut cache = cache.lock().expect("parse cache lock");
             let loaded = flotilla_core::load::load_cached(&files, &mut cache, &limits)?;
-            Ok(flotilla_core::plan_loaded(loaded, files.revision, &state))
+            let plan = flotilla_core::plan_loaded(loaded, files.revision, &state);
+            Ok(match scope {
+                Some(project) => flotilla_core::project::restrict(plan, &project),
+                None => plan,
+            })
         })
         .await?
     }

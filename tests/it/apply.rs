@@ -462,3 +462,53 @@ async fn existing_objects_are_taken_over_only_with_overwrite() {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(api.get("taken").await.unwrap().data.unwrap()["k"], "v");
 }
+
+/// With `--scope`, what the repository may touch is bounded from outside it: a
+/// ClusterRoleBinding to cluster-admin and a ConfigMap in kube-system are problems
+/// naming their file and rule, never applied; an object that falls out of scope is
+/// never pruned either.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scope_bounds_what_the_repository_may_touch() {
+    let members = members();
+    let (ns, other) = ("e2e-scope-in", "e2e-scope-out");
+    let dir = repo(&[]);
+    let scope = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        scope.path(),
+        "apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata: {name: team}\nspec:\n  destinations: [{name: 'member*', namespace: 'e2e-scope-in'}]\n  clusterResourceWhitelist: [{group: '', kind: Namespace}]\n",
+    )
+    .unwrap();
+    let scoped = ["--scope", scope.path().to_str().unwrap()];
+    // Before the scope: an object in another namespace, applied by the same instance.
+    let base = fleet(ns, &[("fine", &["member1"])]);
+    let outside = fleet(other, &[("outside", &["member1"])]);
+    let outside_docs: Vec<&str> = outside.split("---\n").collect();
+    let with_outside = format!("{base}---\n{}---\n{}---\n{}", outside_docs[0], outside_docs[4], outside_docs[5]);
+    write(dir.path(), "fleet.yaml", with_outside.as_bytes());
+    assert_eq!(apply(members, dir.path(), "scoped", &[]).0, 0);
+
+    let attack = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: e2e-scope-admin}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: ServiceAccount, name: default, namespace: e2e-scope-in}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: e2e-scope-planted, namespace: kube-system}\n---\napiVersion: policy.karmada.io/v1alpha1\nkind: ClusterPropagationPolicy\nmetadata: {name: e2e-scope-everything}\nspec:\n  resourceSelectors: [{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRoleBinding}, {apiVersion: v1, kind: ConfigMap, namespace: kube-system}]\n  placement: {clusterAffinity: {clusterNames: [member1]}}\n";
+    write(dir.path(), "attack.yaml", attack.as_bytes());
+    let (code, stdout, stderr) = apply(members, dir.path(), "scoped", &scoped);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("attack.yaml:1")
+            && stderr.contains("ClusterRoleBinding.rbac.authorization.k8s.io is not in clusterResourceWhitelist"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("namespace kube-system in cluster member1 is not among the destinations"), "{stderr}");
+    assert!(stderr.contains("namespace e2e-scope-out in cluster member1"), "{stderr}");
+    let client = members.client("member1").await;
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client.clone());
+    assert!(bindings.get_opt("e2e-scope-admin").await.unwrap().is_none(), "never applied");
+    let kube_system: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    assert!(kube_system.get_opt("e2e-scope-planted").await.unwrap().is_none(), "never applied");
+    assert_eq!(config_maps(members, "member1", ns).await, ["fine"]);
+
+    // Removed from Git, the out-of-scope object is still not this scope's to prune.
+    std::fs::remove_file(dir.path().join("attack.yaml")).unwrap();
+    write(dir.path(), "fleet.yaml", base.as_bytes());
+    let (code, stdout, stderr) = apply(members, dir.path(), "scoped", &[&scoped[..], &["--force-prune"]].concat());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(config_maps(members, "member1", other).await, ["outside"], "outside the scope: never pruned");
+}

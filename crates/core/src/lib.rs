@@ -7,6 +7,7 @@
 //!     ──bind──▶ Bindings (template + winning policy)
 //!     ──place─▶ Assignments (cluster → replicas, or why none)   ◀── ClusterState
 //!     ──render─▶ Plan {cluster → manifests (overrides applied), problems}
+//!     ──restrict─▶ Plan without what the instance's scope forbids   ◀── Project
 //!     ──finish─▶ Share {objects complete with instance and digest, protected}
 //!                 ◀── Context (instance, workloads a member HPA scales)
 //! ```
@@ -25,6 +26,7 @@ pub mod matching;
 pub mod model;
 pub mod overrides;
 pub mod ownership;
+pub mod project;
 pub mod render;
 pub mod schedule;
 pub mod status;

@@ -10,6 +10,7 @@ use flotilla_core::finish::{Finished, ScaleTarget, Share};
 use flotilla_core::inventory::{Inventory, OtherSource, Source, check_source};
 use flotilla_core::model::ObjectKey;
 use flotilla_core::ownership;
+use flotilla_core::project::Project;
 use flotilla_core::render::MANAGED_LABEL;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -101,6 +102,9 @@ pub struct Settings<'a> {
     pub source: &'a Source,
     /// Take over an inventory another source recorded (`--adopt-inventory`).
     pub adopt: bool,
+    /// What the instance may touch in this cluster (its name, and the scope): an
+    /// inventory object outside it is never pruned.
+    pub scope: Option<(&'a str, &'a Project)>,
 }
 
 /// Reconciles one cluster to its finished `share` at `revision`, sending each manifest
@@ -113,9 +117,12 @@ pub async fn reconcile(
     settings: Settings<'_>,
 ) -> Result<Report, ReconcileError> {
     let mut report = Report::default();
-    let Share { objects: desired, protected } = share;
-    let protected = &protected;
+    let Share { objects: desired, mut protected } = share;
     let (previous, recovering) = previous_inventory(client, &settings, &mut report).await?;
+    if let Some((cluster, project)) = settings.scope {
+        protected.extend(previous.objects.iter().filter(|k| project.denies(cluster, k).is_some()).cloned());
+    }
+    let protected = &protected;
     let desired_keys: BTreeSet<ObjectKey> = desired.iter().map(|d| d.key.clone()).collect();
     let to_prune = match diff::select_prune(&desired_keys, &previous, protected, settings.budget) {
         Ok(keys) => keys,

@@ -48,6 +48,8 @@ pub enum ProblemReason {
     OverrideFailed,
     /// `dependentOverrides` names an OverridePolicy that does not exist.
     DependentOverridesMissing,
+    /// The object is outside the instance's scope (`--scope`).
+    OutOfScope,
 }
 
 /// Something the render could not do for one object; the rest of the plan stands.
