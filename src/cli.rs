@@ -233,6 +233,11 @@ pub struct ReconcileArgs {
     /// moving this instance to a new source; two repositories need two instance names).
     #[arg(long)]
     pub adopt_inventory: bool,
+    /// Write objects as this ServiceAccount (NAMESPACE/NAME) in every member, by
+    /// impersonation, so each member's RBAC for it bounds what the repository can do (as
+    /// Flux's serviceAccountName). The credentials must allow impersonating it.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = service_account)]
+    pub service_account: Option<String>,
     /// Trust kubeconfig credential plugins (exec, auth-provider), which run programs.
     #[arg(long)]
     pub allow_exec_plugins: bool,
@@ -294,6 +299,21 @@ pub enum Format {
     Yaml,
     /// One JSON object: `{"revision", "clusters", "problems"}`.
     Json,
+}
+
+/// `NAMESPACE/NAME` → the user a ServiceAccount authenticates as.
+fn service_account(value: &str) -> Result<String, String> {
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    };
+    match value.split_once('/') {
+        Some((namespace, name)) if valid(namespace) && valid(name) => {
+            Ok(format!("system:serviceaccount:{namespace}:{name}"))
+        }
+        _ => Err("expected NAMESPACE/NAME of a ServiceAccount".into()),
+    }
 }
 
 /// Instance names become part of a ConfigMap name: a DNS label of at most 40 characters.

@@ -48,7 +48,7 @@ pub struct Clients<'a> {
 impl Clients<'_> {
     async fn get(&self, cluster: &str) -> Result<kube::Client, String> {
         self.pool
-            .client(self.kubeconfig, cluster, self.trust, self.timeout)
+            .client(self.kubeconfig, cluster, self.trust, self.timeout, None)
             .await
             .map_err(|e| format!("{:#}", anyhow::Error::new(e)))
     }

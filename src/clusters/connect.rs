@@ -74,25 +74,30 @@ impl Pool {
         cluster: &str,
         trust: Trust,
         timeout: Duration,
+        acting_as: Option<&str>,
     ) -> Result<Client, ConnectError> {
         let entry = entry(kubeconfig, cluster, trust, timeout);
-        if let Some((seen, client)) = self.made.lock().expect("client pool lock").get(cluster)
+        let slot = match acting_as {
+            Some(user) => format!("{cluster} as {user}"),
+            None => cluster.to_owned(),
+        };
+        if let Some((seen, client)) = self.made.lock().expect("client pool lock").get(&slot)
             && *seen == entry
         {
             return Ok(client.clone());
         }
-        let made = client(kubeconfig, cluster, trust, timeout).await?;
+        let made = client(kubeconfig, cluster, trust, timeout, acting_as).await?;
         self.built.inc();
-        self.made.lock().expect("client pool lock").insert(cluster.to_owned(), (entry, made.clone()));
+        self.made.lock().expect("client pool lock").insert(slot, (entry, made.clone()));
         Ok(made)
     }
 
     /// Drops the clients of clusters the kubeconfig no longer names.
     pub fn retain(&self, kubeconfig: &Kubeconfig) {
-        self.made
-            .lock()
-            .expect("client pool lock")
-            .retain(|name, _| kubeconfig.contexts.iter().any(|c| &c.name == name));
+        self.made.lock().expect("client pool lock").retain(|slot, _| {
+            let name = slot.split_once(" as ").map_or(slot.as_str(), |(name, _)| name);
+            kubeconfig.contexts.iter().any(|c| c.name == name)
+        });
     }
 
     fn len(&self) -> usize {
@@ -129,12 +134,15 @@ fn entry(kubeconfig: &Kubeconfig, cluster: &str, trust: Trust, timeout: Duration
     sha2::Sha256::digest(described.to_string().as_bytes()).into()
 }
 
-/// A client for `cluster` through the context of the same name, after the trust checks.
+/// A client for `cluster` through the context of the same name, after the trust checks;
+/// with `acting_as`, every request impersonates that user (`Impersonate-User`), so the
+/// member's own RBAC for that user bounds what the client can do.
 pub async fn client(
     kubeconfig: &Kubeconfig,
     cluster: &str,
     trust: Trust,
     timeout: Duration,
+    acting_as: Option<&str>,
 ) -> Result<Client, ConnectError> {
     let name = || cluster.to_owned();
     let context = kubeconfig
@@ -167,6 +175,9 @@ pub async fn client(
     // re-send a write after the lease that allowed it has lapsed. flotilla retries whole
     // reconciles itself, bounded by --cluster-timeout and checked by the fence.
     config.default_retry = false;
+    if let Some(user) = acting_as {
+        config.auth_info.impersonate = Some(user.to_owned());
+    }
     crate::identity::set_user_agent(&mut config);
     Client::try_from(config).map_err(|e| ConnectError::Client(name(), e))
 }
@@ -272,35 +283,35 @@ mod tests {
         let (trust, timeout) = (Trust::default(), Duration::from_secs(5));
         let first = kubeconfig("https://127.0.0.1:1", "one");
         for _ in 0..3 {
-            pool.client(&first, "a", trust, timeout).await.expect("a client");
-            pool.client(&first, "b", trust, timeout).await.expect("a client");
+            pool.client(&first, "a", trust, timeout, None).await.expect("a client");
+            pool.client(&first, "b", trust, timeout, None).await.expect("a client");
         }
         assert_eq!(pool.built(), 2, "one client per cluster, reused");
 
         // A re-read with the same content (a new Kubeconfig value) reuses them.
-        pool.client(&kubeconfig("https://127.0.0.1:1", "one"), "a", trust, timeout).await.expect("a client");
+        pool.client(&kubeconfig("https://127.0.0.1:1", "one"), "a", trust, timeout, None).await.expect("a client");
         assert_eq!(pool.built(), 2);
 
         // A rotated token or a moved server rebuilds that cluster's client only.
         let rotated = kubeconfig("https://127.0.0.1:1", "two");
-        pool.client(&rotated, "a", trust, timeout).await.expect("a client");
-        pool.client(&rotated, "b", trust, timeout).await.expect("a client");
+        pool.client(&rotated, "a", trust, timeout, None).await.expect("a client");
+        pool.client(&rotated, "b", trust, timeout, None).await.expect("a client");
         assert_eq!(pool.built(), 3);
         let moved = kubeconfig("https://127.0.0.1:3", "two");
-        pool.client(&moved, "a", trust, timeout).await.expect("a client");
+        pool.client(&moved, "a", trust, timeout, None).await.expect("a client");
         assert_eq!(pool.built(), 4);
 
         // Other trust or timeouts make another client.
-        pool.client(&moved, "a", trust, Duration::from_secs(6)).await.expect("a client");
+        pool.client(&moved, "a", trust, Duration::from_secs(6), None).await.expect("a client");
         assert_eq!(pool.built(), 5);
 
         // A failure is not kept, and a cluster gone from the kubeconfig is dropped.
-        assert!(matches!(pool.client(&moved, "c", trust, timeout).await, Err(ConnectError::NoContext(_))));
+        assert!(matches!(pool.client(&moved, "c", trust, timeout, None).await, Err(ConnectError::NoContext(_))));
         let mut only_a = moved.clone();
         only_a.contexts.retain(|c| c.name == "a");
         pool.retain(&only_a);
         assert_eq!(pool.len(), 1);
-        pool.client(&moved, "b", trust, timeout).await.expect("a client");
+        pool.client(&moved, "b", trust, timeout, None).await.expect("a client");
         assert_eq!(pool.built(), 6);
     }
 

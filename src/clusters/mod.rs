@@ -52,6 +52,10 @@ pub struct Options<'a> {
     pub adopt: bool,
     /// What the instance may touch: objects outside are never pruned.
     pub scope: Option<&'a flotilla_core::project::Project>,
+    /// The user objects are written as (`system:serviceaccount:NS:NAME`), so each
+    /// member's RBAC for it bounds the repository; the inventory, discovery and the HPA
+    /// listing stay this instance's own.
+    pub acting_as: Option<&'a str>,
 }
 
 /// The outcome for one cluster.
@@ -133,11 +137,13 @@ async fn attempt(
     options: Options<'_>,
     progress: Option<indicatif::ProgressBar>,
 ) -> Result<Report, Failure> {
-    let client = options
-        .pool
-        .client(kubeconfig, cluster, options.trust, options.request_timeout)
-        .await
-        .map_err(|e| Failure::of(e, false))?;
+    let pool = options.pool;
+    let connect = |acting_as| pool.client(kubeconfig, cluster, options.trust, options.request_timeout, acting_as);
+    let client = connect(None).await.map_err(|e| Failure::of(e, false))?;
+    let acting = match options.acting_as {
+        Some(user) => connect(Some(user)).await.map_err(|e| Failure::of(e, false))?,
+        None => client.clone(),
+    };
     let autoscaled = apply::autoscaled(&client).await.map_err(|e| Failure::of(e, true))?;
     let context = finish::Context { instance: options.instance, autoscaled: &autoscaled };
     let share = finish::finish(plan, cluster, context).map_err(|e| Failure::of(e, false))?;
@@ -153,6 +159,7 @@ async fn attempt(
         source: options.source,
         adopt: options.adopt,
         scope: options.scope.map(|project| (cluster, project)),
+        acting,
     };
     apply::reconcile(&client, &plan.revision, share, settings).await.map_err(|e| {
         let retry = !matches!(e, apply::ReconcileError::OtherSource(..) | apply::ReconcileError::Fenced);
@@ -198,7 +205,7 @@ where
 {
     let work = &work;
     futures::future::join_all(names.iter().map(|name| async move {
-        let client = connect::client(kubeconfig, name, trust, timeout)
+        let client = connect::client(kubeconfig, name, trust, timeout, None)
             .await
             .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
         work(client, name).await

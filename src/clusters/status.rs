@@ -22,7 +22,7 @@ pub async fn observe_cluster(client: &Client, plan: &Plan, cluster: &str) -> Res
         .flatten()
         .map(|r| plan.loaded.templates[r.template].key.clone())
         .collect();
-    let mut kinds = Kinds::new(client);
+    let mut kinds = Kinds::new(client, client);
     let (live, unserved) =
         observe(client, &mut kinds, &keys).await.map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
     let mut out = Observed::new();

@@ -43,6 +43,7 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         source: &source,
         adopt: args.reconcile.adopt_inventory,
         scope: scope.as_ref(),
+        acting_as: args.reconcile.service_account.as_deref(),
     };
     let outcomes = runtime()?.block_on(clusters::reconcile_all(&plan, &kubeconfig, &names, options));
     let mut outcome = report(&plan);

@@ -38,6 +38,7 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         replica_state: args.writeback == autoscaler::Writeback::State,
         source: run_source(&args),
         adopt: args.reconcile.adopt_inventory,
+        acting_as: args.reconcile.service_account.clone(),
         scope: args.scope.as_deref().map(super::read_scope).transpose()?.map(std::sync::Arc::new),
     };
     if reconcile.scope.is_none() {

@@ -57,6 +57,7 @@ impl Reconciler {
             source: &settings.source,
             adopt: settings.adopt,
             scope: settings.scope.as_deref(),
+            acting_as: settings.acting_as.as_deref(),
         };
         let clock = Instant::now();
         let outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;

@@ -55,6 +55,8 @@ pub struct Settings {
     pub source: flotilla_core::inventory::Source,
     /// Take over inventories another source recorded.
     pub adopt: bool,
+    /// The user objects are written as in each member (impersonated), if any.
+    pub acting_as: Option<String>,
     /// What the repository may touch; `None`: everything.
     pub scope: Option<std::sync::Arc<flotilla_core::project::Project>>,
 }

@@ -512,3 +512,82 @@ async fn a_scope_bounds_what_the_repository_may_touch() {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(config_maps(members, "member1", other).await, ["outside"], "outside the scope: never pruned");
 }
+
+/// With `--service-account`, objects are written by impersonating it, so the member's
+/// own RBAC bounds the repository: what the account may not create fails with the API
+/// server's reason, and nothing else changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn objects_are_written_as_the_service_account_and_its_rbac_bounds_them() {
+    use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+    use kube::api::ObjectMeta;
+
+    let members = members();
+    let ns = "e2e-imp";
+    let client = members.client("member1").await;
+    let meta = |name: &str| ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() };
+    fn created<T>(r: Result<T, kube::Error>) {
+        match r {
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace =
+        Namespace { metadata: ObjectMeta { name: Some(ns.into()), ..Default::default() }, ..Default::default() };
+    created(namespaces.create(&Default::default(), &namespace).await);
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    created(
+        sas.create(&Default::default(), &ServiceAccount { metadata: meta("deployer"), ..Default::default() }).await,
+    );
+    let role = Role {
+        metadata: meta("deployer"),
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["configmaps".into()]),
+            verbs: ["get", "list", "create", "patch", "update", "delete"].map(String::from).to_vec(),
+            ..Default::default()
+        }]),
+    };
+    created(Api::<Role>::namespaced(client.clone(), ns).create(&Default::default(), &role).await);
+    let binding = RoleBinding {
+        metadata: meta("deployer"),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: "deployer".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: "deployer".into(),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        }]),
+    };
+    created(Api::<RoleBinding>::namespaced(client.clone(), ns).create(&Default::default(), &binding).await);
+
+    let docs = format!(
+        "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: member1}}\nspec: {{syncMode: Push}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: allowed, namespace: {ns}}}\ndata: {{k: v}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: denied, namespace: {ns}}}\nstringData: {{k: v}}\n---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: both, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap}}, {{apiVersion: v1, kind: Secret}}]\n  placement: {{clusterAffinity: {{clusterNames: [member1]}}}}\n"
+    );
+    let dir = repo(&[("fleet.yaml", docs.as_bytes())]);
+    let (code, stdout, stderr) =
+        apply(members, dir.path(), "imp", &["--service-account", "e2e-imp/deployer", "--cluster", "member1"]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("v1 Secret e2e-imp/denied")
+            && stderr.contains("forbidden")
+            && stderr.contains("system:serviceaccount:e2e-imp:deployer"),
+        "the API server's reason: {stderr}"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let allowed = cms.get("allowed").await.unwrap();
+    assert_eq!(allowed.data.unwrap()["k"], "v");
+    assert!(Api::<Secret>::namespaced(client.clone(), ns).get_opt("denied").await.unwrap().is_none());
+    // Written as the account: the audit log shows the impersonated user on the write.
+    let as_account = members.writes(|e| {
+        e["objectRef"]["namespace"] == ns
+            && e["objectRef"]["name"] == "allowed"
+            && e["impersonatedUser"]["username"] == "system:serviceaccount:e2e-imp:deployer"
+    });
+    assert!(as_account >= 1, "the ConfigMap was written as the service account");
+}

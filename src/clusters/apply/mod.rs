@@ -86,7 +86,7 @@ impl Settings<'_> {
 }
 
 /// Settings of a reconcile.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Settings<'a> {
     /// Progress on a terminal (one tick per object applied or pruned).
     pub progress: Option<indicatif::ProgressBar>,
@@ -105,6 +105,9 @@ pub struct Settings<'a> {
     /// What the instance may touch in this cluster (its name, and the scope): an
     /// inventory object outside it is never pruned.
     pub scope: Option<(&'a str, &'a Project)>,
+    /// The client objects are read, written and deleted with: the instance's own, or one
+    /// impersonating a service account.
+    pub acting: Client,
 }
 
 /// Reconciles one cluster to its finished `share` at `revision`, sending each manifest
@@ -147,7 +150,7 @@ pub async fn reconcile(
     if let Some(bar) = &settings.progress {
         bar.set_length((desired.len() + to_prune.len()) as u64);
     }
-    let mut kinds = Kinds::new(client);
+    let mut kinds = Kinds::new(client, &settings.acting);
     for rank in 0..=2 {
         let batch: Vec<Finished> = desired.iter().filter(|d| diff::apply_rank(&d.key) == rank).cloned().collect();
         settings.fence()?;
@@ -218,9 +221,11 @@ pub async fn autoscaled(client: &Client) -> Result<BTreeSet<ScaleTarget>, Reconc
         .collect())
 }
 
-/// Resolves apiVersion/kind to API resources once per run.
+/// Resolves apiVersion/kind to API resources once per run, and makes the APIs objects
+/// are handled through (with the acting client).
 pub struct Kinds<'a> {
     client: &'a Client,
+    acting: &'a Client,
     known: BTreeMap<(String, String), Result<(ApiResource, Scope), Unresolved>>,
 }
 
@@ -248,9 +253,9 @@ impl Unresolved {
 }
 
 impl<'a> Kinds<'a> {
-    /// An empty cache for `client`.
-    pub fn new(client: &'a Client) -> Self {
-        Self { client, known: BTreeMap::new() }
+    /// An empty cache: discovery through `client`, objects through `acting`.
+    pub fn new(client: &'a Client, acting: &'a Client) -> Self {
+        Self { client, acting, known: BTreeMap::new() }
     }
 
     async fn resolve(&mut self, key: &ObjectKey) -> Result<(ApiResource, Scope), Unresolved> {
@@ -280,8 +285,8 @@ impl<'a> Kinds<'a> {
 
     fn api(&self, ar: &ApiResource, scope: &Scope, namespace: Option<&str>) -> Api<DynamicObject> {
         match (scope, namespace) {
-            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, ar),
-            _ => Api::all_with(self.client.clone(), ar),
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.acting.clone(), ns, ar),
+            _ => Api::all_with(self.acting.clone(), ar),
         }
     }
 }
