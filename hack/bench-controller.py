@@ -76,7 +76,7 @@ def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
     (tmp / "secret").write_bytes(secret)
     port = free_port()
     binary = controller_binary()
-    args = [str(binary), "run", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
+    args = [str(binary), "run", "--insecure-allow-http", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
             "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "cache"), "--instance", f"bench-{name}",
             "--interval", "60" if webhook else "1", "--webhook-secret-file", str(tmp / "secret")]
     controller = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
@@ -160,7 +160,7 @@ def soak(state, kubeconfig, work, git_port, seconds):
     # FLOTILLA_WRAPPER: a command to run the controller under ("heaptrack -o FILE",
     # "env MALLOC_ARENA_MAX=2").
     wrapper = os.environ.get("FLOTILLA_WRAPPER", "").split()
-    controller = subprocess.Popen([*wrapper, str(binary), "run", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
+    controller = subprocess.Popen([*wrapper, str(binary), "run", "--insecure-allow-http", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
                                    "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "cache"), "--instance", "soak",
                                    "--interval", "10", "--resync", "60", "--webhook-secret-file", str(tmp / "secret")],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"},

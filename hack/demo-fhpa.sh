@@ -26,7 +26,7 @@ serve_work "the seed tutorials"
 http_port=$(free_port)
 
 say "flotilla run (autoscaler sync every 5 s, write-back to Git)"
-RUST_LOG=info "$flotilla" run --repo "git://127.0.0.1:$git_port/fleet.git" --kubeconfig "$KUBECONFIG_OUT" \
+RUST_LOG=info "$flotilla" run --insecure-allow-http --repo "git://127.0.0.1:$git_port/fleet.git" --kubeconfig "$KUBECONFIG_OUT" \
   --listen "127.0.0.1:$http_port" --cache-dir "$tmp/cache" --interval 2 --autoscale-interval 5 \
   >"$tmp/controller.log" 2>&1 &
 pids+=($!)

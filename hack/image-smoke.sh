@@ -76,7 +76,7 @@ unshare --mount sh -c '
   mount -o remount,bind,ro "$rootfs"
   exec chroot --userspec=65532:65532 "$rootfs" env -i MALLOC_ARENA_MAX=2 RUST_LOG=info "$@"
 ' sh "$rootfs" "$KUBECONFIG_OUT" /usr/local/bin/flotilla run \
-  --repo "git://127.0.0.1:$git_port/fleet.git" --kubeconfig /etc/flotilla/members/kubeconfig \
+  --insecure-allow-http --repo "git://127.0.0.1:$git_port/fleet.git" --kubeconfig /etc/flotilla/members/kubeconfig \
   --listen "127.0.0.1:$http_port" --cache-dir /var/cache/flotilla --log-format json >"$tmp/controller.log" 2>&1 &
 pids+=($!)
 wait_ready "$http_port" "the controller in the image root"

@@ -198,6 +198,11 @@ pub struct GetArgs {
     /// Trust kubeconfig clusters that skip TLS verification.
     #[arg(long)]
     pub allow_insecure_tls: bool,
+    /// Allow plain-text transports: http:// API servers and, for `run`, git:// and
+    /// http:// repositories (no confidentiality or integrity: a network in the middle
+    /// reads credentials and changes what is applied).
+    #[arg(long)]
+    pub insecure_allow_http: bool,
     /// How long a request may take.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub request_timeout: Duration,
@@ -244,6 +249,11 @@ pub struct ReconcileArgs {
     /// Trust kubeconfig clusters that skip TLS verification.
     #[arg(long)]
     pub allow_insecure_tls: bool,
+    /// Allow plain-text transports: http:// API servers and, for `run`, git:// and
+    /// http:// repositories (no confidentiality or integrity: a network in the middle
+    /// reads credentials and changes what is applied).
+    #[arg(long)]
+    pub insecure_allow_http: bool,
     /// Requests in flight per cluster.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,

@@ -17,6 +17,8 @@ pub struct Trust {
     pub exec_plugins: bool,
     /// Allow `insecure-skip-tls-verify`.
     pub insecure_tls: bool,
+    /// Allow `http://` API servers (credentials and manifests in clear).
+    pub insecure_http: bool,
 }
 
 /// Why a cluster could not be connected. Messages name the cluster and context only.
@@ -34,6 +36,11 @@ pub enum ConnectError {
     /// TLS verification is switched off.
     #[error("cluster {0}: the kubeconfig skips TLS verification; pass --allow-insecure-tls to trust it")]
     InsecureTls(String),
+    /// The API server is reached over plain HTTP.
+    #[error(
+        "cluster {0}: the API server is http://, which sends credentials in clear; pass --insecure-allow-http to trust it"
+    )]
+    PlainHttp(String),
     /// The context did not make a client.
     #[error("cluster {0}: invalid kubeconfig context")]
     Invalid(String, #[source] kube::config::KubeconfigError),
@@ -163,6 +170,10 @@ pub async fn client(
     if !trust.insecure_tls && server.is_some_and(|s| s.insecure_skip_tls_verify == Some(true)) {
         return Err(ConnectError::InsecureTls(name()));
     }
+    let plain = server.and_then(|s| s.server.as_deref()).is_some_and(|url| url.starts_with("http://"));
+    if !trust.insecure_http && plain {
+        return Err(ConnectError::PlainHttp(name()));
+    }
     let options = KubeConfigOptions { context: Some(cluster.to_owned()), ..Default::default() };
     let mut config = Config::from_custom_kubeconfig(kubeconfig.clone(), &options)
         .await
@@ -239,6 +250,14 @@ pub async fn from_secrets(host: &kube::Client, namespace: &str) -> Result<Kubeco
             tracing::warn!(secret = %format!("{namespace}/{name}"), "no readable kubeconfig under key `kubeconfig`; skipped");
             continue;
         };
+        if let Some(field) = names_a_file(&kc) {
+            tracing::warn!(
+                secret = %format!("{namespace}/{name}"),
+                field,
+                "the kubeconfig names a file on the controller's machine; only inline credentials are read from Secrets; skipped"
+            );
+            continue;
+        }
         let context_name = kc.current_context.clone().or_else(|| kc.contexts.first().map(|c| c.name.clone()));
         let context =
             kc.contexts.iter().find(|c| Some(&c.name) == context_name.as_ref()).and_then(|c| c.context.clone());
@@ -263,9 +282,42 @@ pub async fn from_secrets(host: &kube::Client, namespace: &str) -> Result<Kubeco
     Ok(merged)
 }
 
+/// The first field of a kubeconfig that points at a local file. A kubeconfig from a
+/// Secret holds its credentials inline: one naming `tokenFile:
+/// /var/run/secrets/kubernetes.io/serviceaccount/token` would make the controller send
+/// its own token to whatever server the Secret names.
+fn names_a_file(kc: &Kubeconfig) -> Option<&'static str> {
+    let users = kc.auth_infos.iter().filter_map(|a| a.auth_info.as_ref());
+    let clusters = kc.clusters.iter().filter_map(|c| c.cluster.as_ref());
+    for user in users {
+        match () {
+            _ if user.token_file.is_some() => return Some("tokenFile"),
+            _ if user.client_certificate.is_some() => return Some("client-certificate"),
+            _ if user.client_key.is_some() => return Some("client-key"),
+            _ => {}
+        }
+    }
+    clusters.into_iter().find(|c| c.certificate_authority.is_some()).map(|_| "certificate-authority")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubeconfigs_from_secrets_may_not_name_local_files() {
+        let with = |user: &str, cluster: &str| {
+            Kubeconfig::from_yaml(&format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'https://x', {cluster}}}}}]\nusers: [{{name: u, user: {{{user}}}}}]\ncontexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n"
+            ))
+            .unwrap()
+        };
+        assert_eq!(names_a_file(&with("token: abc", "certificate-authority-data: eA==")), None);
+        let stolen = with("tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token", "");
+        assert_eq!(names_a_file(&stolen), Some("tokenFile"));
+        assert_eq!(names_a_file(&with("client-key: /etc/k", "")), Some("client-key"));
+        assert_eq!(names_a_file(&with("token: abc", "certificate-authority: /etc/ca")), Some("certificate-authority"));
+    }
 
     fn kubeconfig(server: &str, token: &str) -> Kubeconfig {
         Kubeconfig::from_yaml(&format!(

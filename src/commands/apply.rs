@@ -34,6 +34,7 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         trust: clusters::connect::Trust {
             exec_plugins: args.reconcile.allow_exec_plugins,
             insecure_tls: args.reconcile.allow_insecure_tls,
+            insecure_http: args.reconcile.insecure_allow_http,
         },
         budget: flotilla_core::diff::PruneBudget { force: args.force_prune, ..Default::default() },
         concurrency: args.reconcile.concurrency,

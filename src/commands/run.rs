@@ -20,6 +20,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
 }
 
 fn config(args: RunArgs) -> anyhow::Result<Config> {
+    crate::git::check_transport(&args.repo, args.reconcile.insecure_allow_http).map_err(anyhow::Error::msg)?;
     let webhook_secret = args.webhook_secret_file.as_deref().map(webhook_secret).transpose()?;
     let reconcile = crate::reconciler::Settings {
         path: args.path.clone(),
@@ -30,6 +31,7 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         trust: Trust {
             exec_plugins: args.reconcile.allow_exec_plugins,
             insecure_tls: args.reconcile.allow_insecure_tls,
+            insecure_http: args.reconcile.insecure_allow_http,
         },
         concurrency: args.reconcile.concurrency,
         request_timeout: args.reconcile.request_timeout,

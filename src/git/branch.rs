@@ -202,6 +202,27 @@ pub fn is_url(repo: &str) -> bool {
     repo.contains("://") || (!repo.starts_with('/') && repo.split_once(':').is_some_and(|(h, _)| h.contains('@')))
 }
 
+/// Refuses remotes that would leak credentials or let a network in the middle change
+/// what is applied: userinfo in the URL (credentials come from files), and `git://` or
+/// `http://` unless `allow_plain` (`--insecure-allow-http`). scp-like `git@host:path`
+/// and `ssh://git@host/...` name an ssh user, not a secret, and pass.
+pub fn check_transport(url: &str, allow_plain: bool) -> Result<(), String> {
+    let Some((scheme, rest)) = url.split_once("://") else { return Ok(()) };
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    if matches!(scheme, "http" | "https") && authority.contains('@') {
+        return Err(format!(
+            "{}: credentials in the URL are refused (they reach logs and process lists); use --git-username and --git-password-file",
+            redact(url)
+        ));
+    }
+    if matches!(scheme, "git" | "http") && !allow_plain {
+        return Err(format!(
+            "{url}: {scheme}:// has no encryption or integrity, so a network in the middle could change what is applied; use https:// or ssh://, or pass --insecure-allow-http"
+        ));
+    }
+    Ok(())
+}
+
 /// Packs in the cache before it is compacted.
 const MAX_PACKS: usize = 16;
 
@@ -239,6 +260,27 @@ pub fn redact(url: &str) -> String {
     match (url.find("://"), url.find('@')) {
         (Some(scheme), Some(at)) if at > scheme => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
         _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod transport_tests {
+    use super::check_transport;
+
+    #[test]
+    fn plain_transports_and_credentials_in_urls_are_refused() {
+        assert!(check_transport("https://git.example.com/fleet.git", false).is_ok());
+        assert!(check_transport("ssh://git@git.example.com/fleet.git", false).is_ok());
+        assert!(check_transport("git@github.com:org/fleet.git", false).is_ok());
+        assert!(check_transport("file:///srv/fleet.git", false).is_ok());
+        assert!(check_transport("/srv/fleet", false).is_ok());
+        assert!(
+            check_transport("git://git.example.com/fleet.git", false).unwrap_err().contains("--insecure-allow-http")
+        );
+        assert!(check_transport("http://git.example.com/fleet.git", false).is_err());
+        assert!(check_transport("git://127.0.0.1:9418/fleet.git", true).is_ok());
+        let leaked = check_transport("https://bot:s3cret@git.example.com/fleet.git", true).unwrap_err();
+        assert!(!leaked.contains("s3cret"), "{leaked}");
     }
 }
 

@@ -13,7 +13,7 @@ mod read;
 use std::time::Duration;
 
 pub use auth::GitAuth;
-pub use branch::{Branch, FetchError, Files, Pushed, is_url};
+pub use branch::{Branch, FetchError, Files, Pushed, check_transport, is_url};
 pub use read::{read, read_commit};
 
 /// Where a local directory's manifests come from, for the inventory: inside a Git work

@@ -115,7 +115,14 @@ async fn the_seed_federated_hpa_scales_1_to_10_and_back_through_git() {
     let cache = tempfile::tempdir().unwrap();
     let _controller = Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args(["run", "--repo", &format!("git://127.0.0.1:{port}/fleet.git"), "--interval", "2"])
+            .args([
+                "run",
+                "--insecure-allow-http",
+                "--repo",
+                &format!("git://127.0.0.1:{port}/fleet.git"),
+                "--interval",
+                "2",
+            ])
             .args(["--kubeconfig", members.kubeconfig().to_str().unwrap(), "--listen", &format!("127.0.0.1:{http}")])
             .args(["--cache-dir", cache.path().to_str().unwrap(), "--autoscale-interval", "1"])
             .quiet(),
@@ -237,7 +244,14 @@ async fn a_cron_rule_scales_through_the_state_configmap_without_commits() {
     let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
     let _controller = Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--interval", "2"])
+            .args([
+                "run",
+                "--insecure-allow-http",
+                "--repo",
+                &format!("git://127.0.0.1:{}/fleet.git", repo.port),
+                "--interval",
+                "2",
+            ])
             .args(["--kubeconfig", &kubeconfig, "--listen", &format!("127.0.0.1:{http}"), "--instance", "cronstate"])
             .args(["--cache-dir", cache.path().to_str().unwrap(), "--autoscale-interval", "2", "--writeback", "state"])
             .args(["--host-kubeconfig", &kubeconfig, "--host-context", "member3", "--namespace", host_ns])

@@ -183,3 +183,19 @@ fn apply_refuses_credential_plugins_and_skipped_tls_verification_unless_allowed(
     );
     assert!(!std::path::Path::new("/tmp/flotilla-exec-ran").exists(), "the plugin never ran");
 }
+
+/// `run` refuses remotes that would carry credentials or manifests in clear, and
+/// credentials in the URL, before it starts; the message says what to do.
+#[test]
+fn run_refuses_plain_text_remotes_and_credentials_in_urls() {
+    for (repo, says) in [
+        ("git://git.example.invalid/fleet.git", "--insecure-allow-http"),
+        ("http://git.example.invalid/fleet.git", "--insecure-allow-http"),
+        ("https://bot:s3cret-marker@git.example.invalid/fleet.git", "--git-password-file"),
+    ] {
+        let (code, _, stderr) = run(&["run", "--repo", repo, "--kubeconfig", "/dev/null"]);
+        assert_ne!(code, 0, "{repo}");
+        assert!(stderr.contains(says), "{repo}: {stderr}");
+        assert!(!stderr.contains("s3cret-marker"), "{stderr}");
+    }
+}

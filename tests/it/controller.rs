@@ -83,6 +83,7 @@ async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_take
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
             .args([
                 "run",
+                "--insecure-allow-http",
                 "--repo",
                 &format!("git://127.0.0.1:{git_port}/fleet.git"),
                 "--interval",
@@ -247,7 +248,14 @@ async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
     let start = |http_port: u16, cache: &Path| {
         Running(
             Command::new(env!("CARGO_BIN_EXE_flotilla"))
-                .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--interval", "1"])
+                .args([
+                    "run",
+                    "--insecure-allow-http",
+                    "--repo",
+                    &format!("git://127.0.0.1:{}/fleet.git", repo.port),
+                    "--interval",
+                    "1",
+                ])
                 .args([
                     "--instance",
                     "lease",
@@ -415,7 +423,14 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
     let cache = tempfile::tempdir().unwrap();
     let _controller = Running(
         pod.command(env!("CARGO_BIN_EXE_flotilla"))
-            .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--instance", "sa"])
+            .args([
+                "run",
+                "--insecure-allow-http",
+                "--repo",
+                &format!("git://127.0.0.1:{}/fleet.git", repo.port),
+                "--instance",
+                "sa",
+            ])
             .args([
                 "--kubeconfig",
                 members.kubeconfig().to_str().unwrap(),
@@ -572,7 +587,14 @@ async fn member_credentials_come_from_labelled_secrets() {
     let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
     let _controller = Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--instance", "secrets"])
+            .args([
+                "run",
+                "--insecure-allow-http",
+                "--repo",
+                &format!("git://127.0.0.1:{}/fleet.git", repo.port),
+                "--instance",
+                "secrets",
+            ])
             .args([
                 "--member-secrets",
                 "--host-kubeconfig",

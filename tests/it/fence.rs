@@ -109,7 +109,14 @@ async fn a_leader_cut_off_from_its_lease_stops_writing_before_the_standby_leads(
     let start = |host: &Path, port: u16, cache: &Path| {
         Running(
             Command::new(env!("CARGO_BIN_EXE_flotilla"))
-                .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--interval", "1"])
+                .args([
+                    "run",
+                    "--insecure-allow-http",
+                    "--repo",
+                    &format!("git://127.0.0.1:{}/fleet.git", repo.port),
+                    "--interval",
+                    "1",
+                ])
                 .args(["--instance", "fence", "--kubeconfig", kubeconfig.to_str().unwrap()])
                 .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir", cache.to_str().unwrap()])
                 .args(["--leader-elect", "--host-kubeconfig", host.to_str().unwrap(), "--host-context", "member3"])

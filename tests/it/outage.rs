@@ -26,7 +26,14 @@ async fn drift_is_corrected_while_git_is_down_and_hostile_http_clients_cannot_ho
     let cache = tempfile::tempdir().unwrap();
     let _controller = Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args(["run", "--repo", &format!("git://127.0.0.1:{}/fleet.git", repo.port), "--instance", "outage"])
+            .args([
+                "run",
+                "--insecure-allow-http",
+                "--repo",
+                &format!("git://127.0.0.1:{}/fleet.git", repo.port),
+                "--instance",
+                "outage",
+            ])
             // Durations as Kubernetes tools write them.
             .args(["--interval", "1s", "--resync", "2s", "--request-timeout", "5s"])
             .args(["--kubeconfig", members.kubeconfig().to_str().unwrap()])

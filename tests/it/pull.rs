@@ -23,7 +23,14 @@ fn controller(
 ) -> (Running, u16, tempfile::TempDir) {
     let (port, cache) = (free_port(), tempfile::tempdir().unwrap());
     let child = command
-        .args(["run", "--repo", &format!("git://127.0.0.1:{git_port}/fleet.git"), "--interval", "1"])
+        .args([
+            "run",
+            "--insecure-allow-http",
+            "--repo",
+            &format!("git://127.0.0.1:{git_port}/fleet.git"),
+            "--interval",
+            "1",
+        ])
         .args(["--instance", instance, "--listen", &format!("127.0.0.1:{port}")])
         .args(["--cache-dir", cache.path().to_str().unwrap()])
         .args(extra)
