@@ -8,7 +8,7 @@ use flotilla_core::model::{Limits, RepoFiles};
 use git2::{ObjectType, Repository, Tree};
 
 use super::Revision;
-use crate::source::{Collector, SourceError, check_component, resolve_link};
+use crate::source::{Collector, MAX_DIR_DEPTH, SourceError, check_component, resolve_link};
 
 const SYMLINK_MODE: i32 = 0o120000;
 
@@ -50,7 +50,7 @@ pub fn read_commit(
             .map_err(git(format!("{prefix} does not exist at {rev}")))?
     };
     let mut collector = Collector::new(limits);
-    walk(repo, &tree, &tree, "", &mut Blobs { collector: &mut collector, cache })?;
+    walk(repo, &tree, &mut Blobs { collector: &mut collector, cache })?;
     let mut files = collector.files;
     files.revision = commit.id().to_string();
     Ok(files)
@@ -87,29 +87,33 @@ impl Blobs<'_, '_> {
     }
 }
 
-fn walk(
-    repo: &Repository,
-    root: &Tree<'_>,
-    tree: &Tree<'_>,
-    prefix: &str,
-    out: &mut Blobs<'_, '_>,
-) -> Result<(), SourceError> {
-    for entry in tree.iter() {
-        let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
-        let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
-        check_component(&name, &rel)?;
-        match entry.kind() {
-            Some(ObjectType::Tree) if !(prefix.is_empty() && name == ".git") => {
-                let sub =
-                    entry.to_object(repo).and_then(|o| o.peel_to_tree()).map_err(git(format!("cannot read {rel}")))?;
-                walk(repo, root, &sub, &rel, out)?;
+/// Walks the tree depth-first with an explicit stack (no recursion: a hostile tree of
+/// 10,000 nested directories must not overflow the Git thread's stack).
+fn walk(repo: &Repository, root: &Tree<'_>, out: &mut Blobs<'_, '_>) -> Result<(), SourceError> {
+    let mut pending: Vec<(Tree<'_>, String, usize)> = vec![(root.clone(), String::new(), 0)];
+    while let Some((tree, prefix, depth)) = pending.pop() {
+        for entry in tree.iter() {
+            let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
+            let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+            check_component(&name, &rel)?;
+            match entry.kind() {
+                Some(ObjectType::Tree) if !(prefix.is_empty() && name == ".git") => {
+                    if depth + 1 > MAX_DIR_DEPTH {
+                        return Err(SourceError::TooDeep { path: rel });
+                    }
+                    let sub = entry
+                        .to_object(repo)
+                        .and_then(|o| o.peel_to_tree())
+                        .map_err(git(format!("cannot read {rel}")))?;
+                    pending.push((sub, rel, depth + 1));
+                }
+                Some(ObjectType::Blob) if entry.filemode() == SYMLINK_MODE => {
+                    let blob = repo.find_blob(entry.id()).map_err(git(format!("cannot read {rel}")))?;
+                    read_link(repo, root, &rel, blob.content(), out)?;
+                }
+                Some(ObjectType::Blob) if RepoFiles::is_manifest_path(&rel) => out.add(repo, &rel, entry.id())?,
+                _ => {}
             }
-            Some(ObjectType::Blob) if entry.filemode() == SYMLINK_MODE => {
-                let blob = repo.find_blob(entry.id()).map_err(git(format!("cannot read {rel}")))?;
-                read_link(repo, root, &rel, blob.content(), out)?;
-            }
-            Some(ObjectType::Blob) if RepoFiles::is_manifest_path(&rel) => out.add(repo, &rel, entry.id())?,
-            _ => {}
         }
     }
     Ok(())

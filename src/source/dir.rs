@@ -6,7 +6,7 @@ use std::path::Path;
 
 use flotilla_core::model::{Limits, RepoFiles};
 
-use super::{Collector, SourceError, check_component, resolve_link};
+use super::{Collector, MAX_DIR_DEPTH, SourceError, check_component, resolve_link};
 
 /// Reads the directory at `root`. The revision is a digest of the manifests' paths and
 /// contents (`dir-<sha1>`), so an unchanged tree renders to the same revision.
@@ -17,35 +17,42 @@ pub fn read(root: &Path, limits: &Limits) -> Result<RepoFiles, SourceError> {
     };
     let canonical = fs::canonicalize(root).map_err(io(root))?;
     let mut collector = Collector::new(limits);
-    walk(&canonical, &canonical, "", &mut collector)?;
+    walk(&canonical, &mut collector)?;
     let mut files = collector.files;
     files.revision = digest(&files);
     Ok(files)
 }
 
-fn walk(root: &Path, dir: &Path, prefix: &str, out: &mut Collector<'_>) -> Result<(), SourceError> {
+/// Walks the directory depth-first with an explicit stack, as the Git walk does.
+fn walk(root: &Path, out: &mut Collector<'_>) -> Result<(), SourceError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| SourceError::Io { path, source }
     };
-    let mut entries: Vec<_> = fs::read_dir(dir).map_err(io(dir))?.collect::<Result<_, _>>().map_err(io(dir))?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
-        check_component(&name, &rel)?;
-        if prefix.is_empty() && name == ".git" {
-            continue;
-        }
-        let path = entry.path();
-        let meta = fs::symlink_metadata(&path).map_err(io(&path))?;
-        if meta.is_symlink() {
-            read_link(root, &path, &rel, out)?;
-        } else if meta.is_dir() {
-            walk(root, &path, &rel, out)?;
-        } else if meta.is_file() && RepoFiles::is_manifest_path(&rel) {
-            out.admit(&rel, meta.len())?;
-            out.add(rel, fs::read(&path).map_err(io(&path))?);
+    let mut pending = vec![(root.to_path_buf(), String::new(), 0)];
+    while let Some((dir, prefix, depth)) = pending.pop() {
+        let mut entries: Vec<_> = fs::read_dir(&dir).map_err(io(&dir))?.collect::<Result<_, _>>().map_err(io(&dir))?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+            check_component(&name, &rel)?;
+            if prefix.is_empty() && name == ".git" {
+                continue;
+            }
+            let path = entry.path();
+            let meta = fs::symlink_metadata(&path).map_err(io(&path))?;
+            if meta.is_symlink() {
+                read_link(root, &path, &rel, out)?;
+            } else if meta.is_dir() {
+                if depth + 1 > MAX_DIR_DEPTH {
+                    return Err(SourceError::TooDeep { path: rel });
+                }
+                pending.push((path, rel, depth + 1));
+            } else if meta.is_file() && RepoFiles::is_manifest_path(&rel) {
+                out.admit(&rel, meta.len())?;
+                out.add(rel, fs::read(&path).map_err(io(&path))?);
+            }
         }
     }
     Ok(())

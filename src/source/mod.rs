@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 
 use flotilla_core::model::{Limits, RepoFiles};
 
+/// How deep directories may nest. Walks are iterative, so a hostile tree of 10,000
+/// nested directories is refused here rather than overflowing a stack.
+pub const MAX_DIR_DEPTH: usize = 128;
+
 /// Why a revision could not be read. Paths are repo-relative; no content is quoted.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -31,6 +35,12 @@ pub enum SourceError {
     #[error("{path}: invalid path component; refusing the repository")]
     InvalidPath {
         /// Repo-relative path.
+        path: String,
+    },
+    /// Directories nest deeper than [`MAX_DIR_DEPTH`].
+    #[error("{path}: directories nest deeper than {MAX_DIR_DEPTH} levels; refusing the repository")]
+    TooDeep {
+        /// Repo-relative path of the first directory too deep.
         path: String,
     },
     /// A file is over the size limit.

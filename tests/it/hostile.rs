@@ -295,3 +295,29 @@ fn label_selectors_with_unknown_operators_are_load_errors() {
         assert!(err.contains(message), "{message}: {err}");
     }
 }
+
+/// A Git tree of 10,000 nested directories (cheap to make, no path limit as on disk) is
+/// refused by name, without overflowing a stack.
+#[test]
+fn ten_thousand_nested_directories_in_a_git_revision() {
+    let dir = repo(&[("clusters.yaml", cluster("a").as_bytes())]);
+    commit_all(dir.path(), "base");
+    let git = git2::Repository::open(dir.path()).unwrap();
+    let blob = git.blob(b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\n").unwrap();
+    let mut builder = git.treebuilder(None).unwrap();
+    builder.insert("deep.yaml", blob, 0o100644).unwrap();
+    let mut tree = builder.write().unwrap();
+    for _ in 0..10_000 {
+        let mut builder = git.treebuilder(None).unwrap();
+        builder.insert("d", tree, 0o040000).unwrap();
+        tree = builder.write().unwrap();
+    }
+    let head = git.head().unwrap().peel_to_commit().unwrap();
+    let mut root = git.treebuilder(Some(&head.tree().unwrap())).unwrap();
+    root.insert("d", tree, 0o040000).unwrap();
+    let root = git.find_tree(root.write().unwrap()).unwrap();
+    let signature = git2::Signature::now("t", "t@example.invalid").unwrap();
+    git.commit(Some("HEAD"), &signature, &signature, "deep", &root, &[&head]).unwrap();
+    let err = rejects(dir.path(), &["--ref", "HEAD"], "d/d/d");
+    assert!(err.contains("nest deeper than 128"), "{err}");
+}

@@ -128,6 +128,12 @@ pub fn parse_only(files: &RepoFiles, limits: &Limits) -> Result<usize, LoadError
     Ok(parsed?.len())
 }
 
+/// Parses YAML text embedded in a manifest (a FieldOverrider's `yaml` target) with the
+/// same budgets and YAML 1.1 scalars as a document of the repository.
+pub fn parse_embedded(text: &str, limits: &Limits) -> Result<Value, serde_saphyr::Error> {
+    serde_saphyr::from_str_with_options(text, parse_options(limits))
+}
+
 fn parse_options(limits: &Limits) -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_depth = limits.max_depth;

@@ -272,7 +272,9 @@ pub fn field(object: &mut Value, o: &FieldOverrider) -> Result<(), String> {
     let text = target.as_str().ok_or("the field is not a string")?;
     let yaml = !o.yaml.is_empty();
     let mut document: Value = if yaml {
-        serde_saphyr::from_str(text).map_err(|_| "the field does not hold valid YAML".to_owned())?
+        // The same budgets as a repository document: the text is the repository's too.
+        crate::load::parse_embedded(text, &crate::model::Limits::default())
+            .map_err(|_| "the field does not hold valid YAML within the parse limits".to_owned())?
     } else {
         serde_json::from_str(text).map_err(|_| "the field does not hold valid JSON".to_owned())?
     };
@@ -297,4 +299,36 @@ pub fn applied_policies(loaded: &Loaded, rules: &[RuleRef]) -> BTreeMap<String, 
             (p.name.clone(), describe(p))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::policy::{FieldOverrider, Operator, SubPatch};
+
+    fn yaml_overrider() -> FieldOverrider {
+        FieldOverrider {
+            field_path: "/data/config".into(),
+            json: vec![],
+            yaml: vec![SubPatch {
+                sub_path: "/level".into(),
+                operator: Operator::Replace,
+                value: Some(json!("debug")),
+            }],
+        }
+    }
+
+    #[test]
+    fn embedded_yaml_is_read_as_kubernetes_reads_it_and_within_the_parse_budgets() {
+        let mut object = json!({"data": {"config": "level: info\nmode: 0644\nenabled: yes\n"}});
+        field(&mut object, &yaml_overrider()).unwrap();
+        let written = object["data"]["config"].as_str().unwrap();
+        assert!(written.contains("level: debug") && written.contains("mode: 420"), "YAML 1.1 scalars: {written}");
+        let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\nlevel: info\n";
+        let mut object = json!({"data": {"config": bomb}});
+        let err = field(&mut object, &yaml_overrider()).unwrap_err();
+        assert!(err.contains("parse limits"), "{err}");
+    }
 }
