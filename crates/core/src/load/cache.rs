@@ -27,6 +27,8 @@ pub struct ParseCache {
 #[derive(Debug)]
 struct CachedFile {
     size: usize,
+    /// YAML nodes in its documents, counted against [`Limits::max_total_nodes`].
+    nodes: usize,
     documents: Vec<(Origin, Parsed)>,
     /// The file's templates keyed under [`ParseCache::scopes`].
     keyed: Option<Vec<Arc<Template>>>,
@@ -117,9 +119,10 @@ impl ParseCache {
 /// [`load`], reusing and refreshing `cache` for files with a content id. Results are
 /// identical to an uncached load: the same objects, the same first error.
 pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -> Result<Loaded, LoadError> {
-    let (chunks, hits) = split_files(files, cache, limits)?;
-    let parsed: Vec<Result<Vec<(Origin, Parsed)>, LoadError>> =
-        chunks.par_iter().map(|(file, chunk)| parse_document(file, chunk, limits)).collect();
+    let (chunks, hits, cached_nodes) = split_files(files, cache, limits)?;
+    let spent = std::sync::atomic::AtomicUsize::new(cached_nodes);
+    let parsed: Vec<Result<super::Document, LoadError>> =
+        chunks.par_iter().map(|(file, chunk)| parse_document(file, chunk, limits, &spent)).collect();
     // File by file in path order: the cached documents, or the results of its chunks.
     let mut fresh = parsed.into_iter().zip(chunks.iter().map(|(f, _)| f)).peekable();
     let paths: std::collections::BTreeSet<&String> = files.files.keys().chain(files.ids.keys()).collect();
@@ -141,12 +144,14 @@ pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -
                     Slot::Kept(key)
                 }
                 None => {
-                    let mut documents = Vec::new();
+                    let (mut documents, mut nodes) = (Vec::new(), 0);
                     while let Some((result, _)) = fresh.next_if(|(_, f)| ***f == **path) {
-                        documents.extend(result?);
+                        let (objects, counted) = result?;
+                        documents.extend(objects);
+                        nodes += counted;
                     }
                     let size = files.files.get(path).map_or(0, Vec::len);
-                    let entry = CachedFile { size, documents, keyed: None };
+                    let entry = CachedFile { size, nodes, documents, keyed: None };
                     match id {
                         Some(id) => {
                             let key = (path.clone(), id.clone());
@@ -199,21 +204,22 @@ fn key_file(file: &CachedFile, scopes: &scope::Scopes) -> Result<Vec<Arc<Templat
     Ok(out)
 }
 
-/// Chunks of the files to parse, and the paths of files `cache` holds.
-type Split<'a> = (Vec<(Arc<str>, Chunk<'a>)>, HashSet<&'a str>);
+/// Chunks of the files to parse, the paths of files `cache` holds, and their nodes.
+type Split<'a> = (Vec<(Arc<str>, Chunk<'a>)>, HashSet<&'a str>, usize);
 
 pub(super) fn split_files<'a>(
     files: &'a RepoFiles,
     cache: &ParseCache,
     limits: &Limits,
 ) -> Result<Split<'a>, LoadError> {
-    let mut total = 0usize;
+    let (mut total, mut nodes) = (0usize, 0usize);
     let mut out = Vec::new();
     let mut hits = HashSet::new();
     for (path, id) in files.ids.iter().filter(|(p, _)| RepoFiles::is_manifest_path(p)) {
         match cache.files.get(&(path.clone(), id.clone())) {
             Some(held) => {
                 total += held.size;
+                nodes += held.nodes;
                 hits.insert(path.as_str());
             }
             None if !files.files.contains_key(path) => {
@@ -227,6 +233,9 @@ pub(super) fn split_files<'a>(
     }
     if total > limits.max_total_bytes {
         return Err(LoadError::RepoTooLarge { limit: limits.max_total_bytes });
+    }
+    if nodes > limits.max_total_nodes {
+        return Err(LoadError::TooManyNodes { limit: limits.max_total_nodes });
     }
     for (path, bytes) in
         files.files.iter().filter(|(p, _)| RepoFiles::is_manifest_path(p) && !hits.contains(p.as_str()))
@@ -251,5 +260,5 @@ pub(super) fn split_files<'a>(
         let shared: Arc<str> = Arc::from(path.as_str());
         out.extend(chunks.into_iter().map(|c| (shared.clone(), c)));
     }
-    Ok((out, hits))
+    Ok((out, hits, nodes))
 }

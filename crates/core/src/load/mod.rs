@@ -12,6 +12,7 @@ mod validate;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -37,6 +38,12 @@ pub enum LoadError {
         file: String,
         /// Its size.
         size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// All documents together hold more than [`Limits::max_total_nodes`] nodes.
+    #[error("the repository's documents add up to more than {limit} YAML nodes")]
+    TooManyNodes {
         /// The limit.
         limit: usize,
     },
@@ -122,7 +129,7 @@ pub fn load(files: &RepoFiles, limits: &Limits) -> Result<Loaded, LoadError> {
 /// Splits and parses every document into a JSON tree without interpreting it: the
 /// floor under [`load`]'s cost, measured next to it by the benchmarks.
 pub fn parse_only(files: &RepoFiles, limits: &Limits) -> Result<usize, LoadError> {
-    let (chunks, _) = cache::split_files(files, &ParseCache::default(), limits)?;
+    let (chunks, _, _) = cache::split_files(files, &ParseCache::default(), limits)?;
     let parsed: Result<Vec<Value>, LoadError> =
         chunks.par_iter().map(|(file, chunk)| parse_as::<Value>(file, chunk, limits)).collect();
     Ok(parsed?.len())
@@ -164,13 +171,60 @@ fn parse_as<T: DeserializeOwned>(file: &str, chunk: &Chunk<'_>, limits: &Limits)
     serde_saphyr::from_str_with_options(chunk.text, parse_options(limits)).map_err(|e| parse_error(file, chunk, &e))
 }
 
-fn parse_document(shared: &Arc<str>, chunk: &Chunk<'_>, limits: &Limits) -> Result<Vec<(Origin, Parsed)>, LoadError> {
+/// What one document holds, and its node count.
+type Document = (Vec<(Origin, Parsed)>, usize);
+
+/// One document's objects, and its node count. `spent` counts the revision's nodes so
+/// far, across the threads parsing it; past [`Limits::max_total_nodes`] every parse stops.
+fn parse_document(
+    shared: &Arc<str>,
+    chunk: &Chunk<'_>,
+    limits: &Limits,
+    spent: &AtomicUsize,
+) -> Result<Document, LoadError> {
     let file: &str = shared;
     let origin = Origin { file: shared.clone(), document: chunk.document, line: chunk.line };
     if chunk.text.len() > limits.max_document_bytes {
         return Err(LoadError::DocumentTooLarge { origin, size: chunk.text.len(), limit: limits.max_document_bytes });
     }
+    let over = || LoadError::TooManyNodes { limit: limits.max_total_nodes };
+    if spent.load(Ordering::Relaxed) > limits.max_total_nodes {
+        return Err(over());
+    }
     let value: Value = parse_as(file, chunk, limits)?;
+    let nodes = count_nodes(&value);
+    if spent.fetch_add(nodes, Ordering::Relaxed) + nodes > limits.max_total_nodes {
+        return Err(over());
+    }
+    classify(value, &origin, file, chunk, limits).map(|objects| (objects, nodes))
+}
+
+/// Nodes of a parsed document (mappings, sequences and scalars), counted without
+/// recursion.
+fn count_nodes(value: &Value) -> usize {
+    let mut pending = vec![value];
+    let mut count = 0;
+    while let Some(node) = pending.pop() {
+        count += 1;
+        match node {
+            Value::Object(map) => pending.extend(map.values()),
+            Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    count
+}
+
+/// What a parsed document is: a Karmada object (typed, defaulted, validated) or a
+/// template.
+fn classify(
+    value: Value,
+    origin: &Origin,
+    file: &str,
+    chunk: &Chunk<'_>,
+    limits: &Limits,
+) -> Result<Vec<(Origin, Parsed)>, LoadError> {
+    let origin = origin.clone();
     if value.is_null() {
         return Ok(Vec::new());
     }
@@ -420,6 +474,28 @@ mod tests {
         let second = load_cached(&second, &mut cache, &limits).unwrap();
         let widget = second.templates.iter().find(|t| t.key.kind == "Widget").unwrap();
         assert_eq!(widget.key.namespace, None, "the cached Widget follows the new CRD's scope");
+    }
+
+    #[test]
+    fn nodes_are_budgeted_per_revision_cached_files_included() {
+        // Each document is well under the per-document budget; together they are not.
+        let doc = |i: usize| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\nbomb:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n  b: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+            )
+        };
+        let many: String = (0..20).map(doc).collect();
+        let limits = Limits { max_total_nodes: 1_500, ..Limits::default() };
+        let repo = revision(&[("many.yaml", "m1", &many)], &[]);
+        assert_eq!(load(&repo, &limits).unwrap_err(), LoadError::TooManyNodes { limit: 1_500 });
+        assert!(load(&repo, &Limits::default()).is_ok());
+        // A cached file's nodes count in the next revision, which adds a little more.
+        let mut cache = ParseCache::default();
+        let half: String = (0..10).map(doc).collect();
+        let limits = Limits { max_total_nodes: 2_000, ..Limits::default() };
+        load_cached(&revision(&[("half.yaml", "h1", &half)], &[]), &mut cache, &limits).unwrap();
+        let next = revision(&[("half.yaml", "h1", &half), ("more.yaml", "x1", &half)], &["half.yaml"]);
+        assert_eq!(load_cached(&next, &mut cache, &limits).unwrap_err(), LoadError::TooManyNodes { limit: 2_000 });
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub struct Limits {
     pub max_nodes: usize,
     /// Alias uses in one document.
     pub max_aliases: usize,
+    /// Nodes in all documents of a revision together (cached files included), so a
+    /// bomb spread over many documents, each under [`Self::max_nodes`], still fails in
+    /// bounded memory.
+    pub max_total_nodes: usize,
 }
 
 impl Default for Limits {
@@ -45,6 +49,7 @@ impl Default for Limits {
             max_depth: 64,
             max_nodes: 250_000,
             max_aliases: 1_000,
+            max_total_nodes: 20_000_000,
         }
     }
 }
