@@ -199,3 +199,25 @@ fn run_refuses_plain_text_remotes_and_credentials_in_urls() {
         assert!(!stderr.contains("s3cret-marker"), "{stderr}");
     }
 }
+
+/// The scope shipped in deploy/ parses, and renders the seed repository with the
+/// problems it should have: the seeds write to `default`, which it does not allow.
+#[test]
+fn the_shipped_scope_example_bounds_the_seeds() {
+    let example = std::fs::read_to_string("deploy/scope.example.yaml").unwrap();
+    let config_map: serde_json::Value = serde_saphyr::from_str(&example).unwrap();
+    let scope = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(scope.path(), config_map["data"]["scope.yaml"].as_str().unwrap()).unwrap();
+    let (code, stdout, stderr) =
+        run(&["render", "examples/repo", "-o", "json", "--scope", scope.path().to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    let plan: Value = serde_json::from_str(&stdout).unwrap();
+    let problems = plan["problems"].as_array().unwrap();
+    assert!(!problems.is_empty());
+    assert!(problems.iter().all(|p| p["reason"] == "OutOfScope"), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p["message"].as_str().unwrap().contains("namespace default in cluster member1")),
+        "{problems:?}"
+    );
+    assert!(plan["clusters"]["member1"].as_array().unwrap().is_empty(), "nothing of the seeds is in scope");
+}
