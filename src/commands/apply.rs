@@ -47,7 +47,12 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         acting_as: args.reconcile.service_account.as_deref(),
     };
     let outcomes = runtime()?.block_on(clusters::reconcile_all(&plan, &kubeconfig, &names, options));
-    let mut outcome = report(&plan);
+    Ok(print_outcomes(report(&plan), outcomes))
+}
+
+/// One line per cluster on stdout; failures and prune refusals on stderr. Anything but a
+/// clean cluster makes the outcome `Problems`.
+fn print_outcomes(mut outcome: Outcome, outcomes: Vec<(String, clusters::Outcome)>) -> Outcome {
     for (cluster, result) in outcomes {
         match result {
             Ok(r) => {
@@ -69,5 +74,5 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
             }
         }
     }
-    Ok(outcome)
+    outcome
 }

@@ -22,33 +22,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
 fn config(args: RunArgs) -> anyhow::Result<Config> {
     crate::git::check_transport(&args.repo, args.reconcile.insecure_allow_http).map_err(anyhow::Error::msg)?;
     let webhook_secret = args.webhook_secret_file.as_deref().map(webhook_secret).transpose()?;
-    let reconcile = crate::reconciler::Settings {
-        path: args.path.clone(),
-        interval: args.interval,
-        resync: args.resync,
-        agent: args.agent.clone(),
-        instance: args.reconcile.instance.clone(),
-        trust: Trust {
-            exec_plugins: args.reconcile.allow_exec_plugins,
-            insecure_tls: args.reconcile.allow_insecure_tls,
-            insecure_http: args.reconcile.insecure_allow_http,
-        },
-        concurrency: args.reconcile.concurrency,
-        request_timeout: args.reconcile.request_timeout,
-        cluster_timeout: args.reconcile.cluster_timeout,
-        namespace: args.namespace.clone(),
-        replica_state: args.writeback == autoscaler::Writeback::State,
-        source: run_source(&args),
-        adopt: args.reconcile.adopt_inventory,
-        acting_as: args.reconcile.service_account.clone(),
-        scope: args.scope.as_deref().map(super::read_scope).transpose()?.map(std::sync::Arc::new),
-    };
-    if reconcile.scope.is_none() {
-        tracing::warn!(
-            "no --scope given: the repository has full control of every member (any kind, any namespace); \
-             see docs/security.md"
-        );
-    }
+    let reconcile = reconcile_settings(&args)?;
     let credentials = match (&args.kubeconfig, &args.agent) {
         _ if args.member_secrets => Credentials::Secrets { namespace: args.namespace.clone() },
         (Some(path), _) => Credentials::File(path.clone()),
@@ -83,6 +57,38 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
 }
 
 /// The webhook secret: refused when empty, since anyone could sign with an empty key.
+/// How the reconciler runs: the members, the source, and what the repository may touch.
+fn reconcile_settings(args: &RunArgs) -> anyhow::Result<crate::reconciler::Settings> {
+    let reconcile = crate::reconciler::Settings {
+        path: args.path.clone(),
+        interval: args.interval,
+        resync: args.resync,
+        agent: args.agent.clone(),
+        instance: args.reconcile.instance.clone(),
+        trust: Trust {
+            exec_plugins: args.reconcile.allow_exec_plugins,
+            insecure_tls: args.reconcile.allow_insecure_tls,
+            insecure_http: args.reconcile.insecure_allow_http,
+        },
+        concurrency: args.reconcile.concurrency,
+        request_timeout: args.reconcile.request_timeout,
+        cluster_timeout: args.reconcile.cluster_timeout,
+        namespace: args.namespace.clone(),
+        replica_state: args.writeback == autoscaler::Writeback::State,
+        source: run_source(args),
+        adopt: args.reconcile.adopt_inventory,
+        acting_as: args.reconcile.service_account.clone(),
+        scope: args.scope.as_deref().map(super::read_scope).transpose()?.map(std::sync::Arc::new),
+    };
+    if reconcile.scope.is_none() {
+        tracing::warn!(
+            "no --scope given: the repository has full control of every member (any kind, any namespace); \
+             see docs/security.md"
+        );
+    }
+    Ok(reconcile)
+}
+
 /// The followed repository as the inventory records it: a URL as given (credentials
 /// stripped), a local repository as `apply` names it.
 fn run_source(args: &RunArgs) -> flotilla_core::inventory::Source {

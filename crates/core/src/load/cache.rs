@@ -144,14 +144,7 @@ pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -
                     Slot::Kept(key)
                 }
                 None => {
-                    let (mut documents, mut nodes) = (Vec::new(), 0);
-                    while let Some((result, _)) = fresh.next_if(|(_, f)| ***f == **path) {
-                        let (objects, counted) = result?;
-                        documents.extend(objects);
-                        nodes += counted;
-                    }
-                    let size = files.files.get(path).map_or(0, Vec::len);
-                    let entry = CachedFile { size, nodes, documents, keyed: None };
+                    let entry = fresh_file(&mut fresh, path, files.files.get(path).map_or(0, Vec::len))?;
                     match id {
                         Some(id) => {
                             let key = (path.clone(), id.clone());
@@ -191,6 +184,20 @@ pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -
             Err(e)
         }
     }
+}
+
+/// A file parsed in this load: the results of its chunks, which come next in `fresh`.
+fn fresh_file<'a, I>(fresh: &mut std::iter::Peekable<I>, path: &str, size: usize) -> Result<CachedFile, LoadError>
+where
+    I: Iterator<Item = (Result<super::Document, LoadError>, &'a Arc<str>)>,
+{
+    let (mut documents, mut nodes) = (Vec::new(), 0);
+    while let Some((result, _)) = fresh.next_if(|(_, f)| &***f == path) {
+        let (objects, counted) = result?;
+        documents.extend(objects);
+        nodes += counted;
+    }
+    Ok(CachedFile { size, nodes, documents, keyed: None })
 }
 
 /// The keyed templates of one file, each followed by what it derives.

@@ -1,0 +1,125 @@
+//! Which API a kind is served by (resolved once per run, with why it is not), and the
+//! live state of the objects flotilla manages.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flotilla_core::model::ObjectKey;
+use flotilla_core::render::MANAGED_LABEL;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::discovery::Scope;
+use serde_json::Value;
+
+use super::ReconcileError;
+
+/// Resolves apiVersion/kind to API resources once per run, and makes the APIs objects
+/// are handled through (with the acting client).
+pub struct Kinds<'a> {
+    client: &'a Client,
+    acting: &'a Client,
+    known: BTreeMap<(String, String), Result<(ApiResource, Scope), Unresolved>>,
+}
+
+/// Why a kind did not resolve. Only a cluster that answers "not served" lets prune
+/// forget an object of that kind; any other failure keeps it in the inventory.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unresolved {
+    /// The API server answered that it does not serve the kind (404, or not in its group
+    /// version's resource list).
+    #[error("{0} is not served by this cluster")]
+    NotServed(String),
+    /// Discovery failed otherwise (unreachable, forbidden, a server error).
+    #[error("discovery of {0} failed: {1}")]
+    Failed(String, String),
+}
+
+impl Unresolved {
+    fn of(kind: String, error: kube::Error) -> Self {
+        match &error {
+            kube::Error::Api(status) if status.code == 404 => Unresolved::NotServed(kind),
+            kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(_)) => Unresolved::NotServed(kind),
+            _ => Unresolved::Failed(kind, error.to_string()),
+        }
+    }
+}
+
+impl<'a> Kinds<'a> {
+    /// An empty cache: discovery through `client`, objects through `acting`.
+    pub fn new(client: &'a Client, acting: &'a Client) -> Self {
+        Self { client, acting, known: BTreeMap::new() }
+    }
+
+    pub(super) async fn resolve(&mut self, key: &ObjectKey) -> Result<(ApiResource, Scope), Unresolved> {
+        let id = (key.api_version.clone(), key.kind.clone());
+        if let Some(found) = self.known.get(&id) {
+            return found.clone();
+        }
+        let (group, version) = key.api_version.rsplit_once('/').unwrap_or(("", &key.api_version));
+        let gvk = GroupVersionKind::gvk(group, version, &key.kind);
+        let found = kube::discovery::pinned_kind(self.client, &gvk)
+            .await
+            .map(|(ar, caps)| (ar, caps.scope))
+            .map_err(|e| Unresolved::of(format!("{} {}", key.api_version, key.kind), e));
+        self.known.insert(id, found.clone());
+        found
+    }
+
+    /// An already resolved kind.
+    pub(super) fn known(&self, key: &ObjectKey) -> Option<(ApiResource, Scope)> {
+        self.known.get(&(key.api_version.clone(), key.kind.clone())).cloned().and_then(Result::ok)
+    }
+
+    /// CRDs applied in this run make new kinds resolvable.
+    pub(super) fn forget_failures(&mut self) {
+        self.known.retain(|_, v| v.is_ok());
+    }
+
+    pub(super) fn api(&self, ar: &ApiResource, scope: &Scope, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.acting.clone(), ns, ar),
+            _ => Api::all_with(self.acting.clone(), ar),
+        }
+    }
+}
+
+/// Live objects flotilla manages, for the given keys: one LIST per kind (by the
+/// managed label), so observing an unchanged cluster costs a handful of reads. Keys
+/// whose kind the cluster does not serve come back as errors.
+pub async fn observe(
+    client: &Client,
+    kinds: &mut Kinds<'_>,
+    keys: impl IntoIterator<Item = &ObjectKey>,
+) -> Result<(BTreeMap<ObjectKey, Value>, Vec<(ObjectKey, String)>), ReconcileError> {
+    let mut live = BTreeMap::new();
+    let mut unserved = Vec::new();
+    let mut listed = BTreeSet::new();
+    for key in keys {
+        let ar = match kinds.resolve(key).await {
+            Ok((ar, _)) => ar,
+            Err(e) => {
+                unserved.push((key.clone(), e.to_string()));
+                continue;
+            }
+        };
+        if !listed.insert((key.api_version.clone(), key.kind.clone())) {
+            continue;
+        }
+        let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let params = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
+        let items = all.list(&params).await.map_err(|e| ReconcileError::Discovery(key.kind.clone(), e))?;
+        for item in items {
+            let found = ObjectKey {
+                api_version: key.api_version.clone(),
+                kind: key.kind.clone(),
+                namespace: item.metadata.namespace.clone(),
+                name: item.metadata.name.clone().unwrap_or_default(),
+            };
+            // List items carry no apiVersion and kind of their own.
+            let mut value = serde_json::to_value(item).expect("objects serialise");
+            value["apiVersion"] = found.api_version.clone().into();
+            value["kind"] = found.kind.clone().into();
+            live.insert(found, value);
+        }
+    }
+    Ok((live, unserved))
+}
