@@ -14,7 +14,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams}
 
 use crate::controller::{Quiet, Running, free_port, git, git_daemon, ready, serve};
 use crate::members::{Dedicated, Members};
-use crate::support::{root, wait_for};
+use crate::support::{root, run_from_daemon, wait_for};
 
 fn pod_metrics() -> ApiResource {
     let gvk = kube::api::GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "PodMetrics");
@@ -243,15 +243,8 @@ async fn a_cron_rule_scales_through_the_state_configmap_without_commits() {
     let cache = tempfile::tempdir().unwrap();
     let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
     let _controller = Running(
-        Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args([
-                "run",
-                "--insecure-allow-http",
-                "--repo",
-                &format!("git://127.0.0.1:{}/fleet.git", repo.port),
-                "--interval",
-                "2",
-            ])
+        run_from_daemon(repo.port)
+            .args(["--interval", "2"])
             .args(["--kubeconfig", &kubeconfig, "--listen", &format!("127.0.0.1:{http}"), "--instance", "cronstate"])
             .args(["--cache-dir", cache.path().to_str().unwrap(), "--autoscale-interval", "2", "--writeback", "state"])
             .args(["--host-kubeconfig", &kubeconfig, "--host-context", "member3", "--namespace", host_ns])

@@ -13,7 +13,7 @@ use sha2::Sha256;
 
 use crate::apply::fleet;
 use crate::members::members;
-use crate::support::{wait_for, write};
+use crate::support::{run_from_daemon, wait_for, write};
 
 /// Kills a child process when dropped.
 pub struct Running(pub Child);
@@ -80,17 +80,8 @@ async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_take
     let http_port = free_port();
     let cache = tempfile::tempdir().unwrap();
     let _controller = Running(
-        Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args([
-                "run",
-                "--insecure-allow-http",
-                "--repo",
-                &format!("git://127.0.0.1:{git_port}/fleet.git"),
-                "--interval",
-                "60",
-                "--instance",
-                "ctrl",
-            ])
+        run_from_daemon(git_port)
+            .args(["--interval", "60", "--instance", "ctrl"])
             .args([
                 "--kubeconfig",
                 members.kubeconfig().to_str().unwrap(),
@@ -247,15 +238,8 @@ async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
     let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
     let start = |http_port: u16, cache: &Path| {
         Running(
-            Command::new(env!("CARGO_BIN_EXE_flotilla"))
-                .args([
-                    "run",
-                    "--insecure-allow-http",
-                    "--repo",
-                    &format!("git://127.0.0.1:{}/fleet.git", repo.port),
-                    "--interval",
-                    "1",
-                ])
+            run_from_daemon(repo.port)
+                .args(["--interval", "1"])
                 .args([
                     "--instance",
                     "lease",
@@ -586,15 +570,8 @@ async fn member_credentials_come_from_labelled_secrets() {
     let cache = tempfile::tempdir().unwrap();
     let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
     let _controller = Running(
-        Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args([
-                "run",
-                "--insecure-allow-http",
-                "--repo",
-                &format!("git://127.0.0.1:{}/fleet.git", repo.port),
-                "--instance",
-                "secrets",
-            ])
+        run_from_daemon(repo.port)
+            .args(["--instance", "secrets"])
             .args([
                 "--member-secrets",
                 "--host-kubeconfig",

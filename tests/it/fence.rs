@@ -6,7 +6,6 @@
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -18,7 +17,7 @@ use kube::config::Kubeconfig;
 use crate::apply::fleet;
 use crate::controller::{Quiet, Running, commit_and_push, free_port, http, ready, serve};
 use crate::members::members;
-use crate::support::{wait_for, write};
+use crate::support::{run_from_daemon, wait_for, write};
 
 /// A TCP proxy to `target` that can be cut: open connections are shut down and new
 /// ones refused.
@@ -108,15 +107,8 @@ async fn a_leader_cut_off_from_its_lease_stops_writing_before_the_standby_leads(
     let (duration, deadline) = (Duration::from_secs(4), Duration::from_millis(2667));
     let start = |host: &Path, port: u16, cache: &Path| {
         Running(
-            Command::new(env!("CARGO_BIN_EXE_flotilla"))
-                .args([
-                    "run",
-                    "--insecure-allow-http",
-                    "--repo",
-                    &format!("git://127.0.0.1:{}/fleet.git", repo.port),
-                    "--interval",
-                    "1",
-                ])
+            run_from_daemon(repo.port)
+                .args(["--interval", "1"])
                 .args(["--instance", "fence", "--kubeconfig", kubeconfig.to_str().unwrap()])
                 .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir", cache.to_str().unwrap()])
                 .args(["--leader-elect", "--host-kubeconfig", host.to_str().unwrap(), "--host-context", "member3"])

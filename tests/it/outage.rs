@@ -3,7 +3,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -12,7 +11,7 @@ use kube::api::{Api, DeleteParams};
 use crate::apply::fleet;
 use crate::controller::{Quiet, Running, free_port, http, ready, serve};
 use crate::members::members;
-use crate::support::wait_for;
+use crate::support::{run_from_daemon, wait_for};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn drift_is_corrected_while_git_is_down_and_hostile_http_clients_cannot_hold_the_server() {
@@ -25,15 +24,8 @@ async fn drift_is_corrected_while_git_is_down_and_hostile_http_clients_cannot_ho
     let (port, hooks) = (free_port(), free_port());
     let cache = tempfile::tempdir().unwrap();
     let _controller = Running(
-        Command::new(env!("CARGO_BIN_EXE_flotilla"))
-            .args([
-                "run",
-                "--insecure-allow-http",
-                "--repo",
-                &format!("git://127.0.0.1:{}/fleet.git", repo.port),
-                "--instance",
-                "outage",
-            ])
+        run_from_daemon(repo.port)
+            .args(["--instance", "outage"])
             // Durations as Kubernetes tools write them.
             .args(["--interval", "1s", "--resync", "2s", "--request-timeout", "5s"])
             .args(["--kubeconfig", members.kubeconfig().to_str().unwrap()])

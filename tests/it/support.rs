@@ -89,3 +89,11 @@ pub fn tool<'a>(path: &'a str, debian_package: &str) -> &'a str {
     );
     path
 }
+
+/// `flotilla run` following the test git daemon's repository on `port`. The daemon
+/// speaks plain git://, which the controller refuses unless told otherwise.
+pub fn run_from_daemon(port: u16) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"));
+    command.args(["run", "--insecure-allow-http", "--repo", &format!("git://127.0.0.1:{port}/fleet.git")]);
+    command
+}

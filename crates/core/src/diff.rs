@@ -208,12 +208,7 @@ mod tests {
     }
 
     fn key(name: &str) -> ObjectKey {
-        ObjectKey {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            namespace: Some("ns".into()),
-            name: name.into(),
-        }
+        ObjectKey::new("v1", "ConfigMap", Some("ns"), name)
     }
 
     fn inventory(names: &[&str]) -> Inventory {

@@ -188,12 +188,7 @@ mod tests {
     use super::*;
 
     fn key(name: &str) -> ObjectKey {
-        ObjectKey {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            namespace: Some("ns".into()),
-            name: name.into(),
-        }
+        ObjectKey::new("v1", "ConfigMap", Some("ns"), name)
     }
 
     #[test]

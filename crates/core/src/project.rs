@@ -195,12 +195,7 @@ mod tests {
     use super::*;
 
     fn key(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> ObjectKey {
-        ObjectKey {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            namespace: namespace.map(str::to_owned),
-            name: name.into(),
-        }
+        ObjectKey::new(api_version, kind, namespace, name)
     }
 
     const SCOPE: &str = "

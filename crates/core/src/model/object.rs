@@ -23,6 +23,16 @@ pub struct ObjectKey {
 }
 
 impl ObjectKey {
+    /// A key from its parts (`namespace: None` for cluster-scoped objects).
+    pub fn new(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Self {
+        ObjectKey {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.map(Into::into),
+            name: name.into(),
+        }
+    }
+
     /// The API group: the part of `apiVersion` before the slash, empty for the core group.
     pub fn group(&self) -> &str {
         self.api_version.rsplit_once('/').map_or("", |(group, _)| group)
@@ -132,12 +142,7 @@ mod tests {
     use super::*;
 
     fn key(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> ObjectKey {
-        ObjectKey {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            namespace: namespace.map(Into::into),
-            name: name.into(),
-        }
+        ObjectKey::new(api_version, kind, namespace, name)
     }
 
     #[test]
