@@ -8,8 +8,9 @@ COPY . .
 RUN cargo build --release --locked --bin flotilla
 
 FROM debian:bookworm-slim
-# libssl3: libgit2's https and ssh transports; ca-certificates: https remotes.
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates libssl3 \
+# libssl3: libgit2's https and ssh transports; ca-certificates: https remotes;
+# openssh-client: ssh-keygen, which --verify-commits and signed write-backs run.
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates libssl3 openssh-client \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/target/release/flotilla /usr/local/bin/flotilla
 # Two malloc arenas: the controller is mostly idle, and more arenas only keep more

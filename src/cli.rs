@@ -54,6 +54,16 @@ pub struct RunArgs {
     /// Subdirectory of the repository holding the fleet.
     #[arg(long, default_value = "", env = "FLOTILLA_PATH")]
     pub path: String,
+    /// Apply only heads signed with an SSH key listed in this allowed-signers file
+    /// (ssh-keygen's format, as Git's `gpg.ssh.allowedSignersFile`); an unsigned or
+    /// unknown head is not applied and the last good revision stays. List the
+    /// write-back key too (`--writeback-signing-key`).
+    #[arg(long, value_name = "ALLOWED_SIGNERS")]
+    pub verify_commits: Option<PathBuf>,
+    /// Sign write-back commits with this SSH private key (as `git commit -S` with
+    /// `gpg.format ssh`), so they pass `--verify-commits`.
+    #[arg(long, value_name = "FILE")]
+    pub writeback_signing_key: Option<PathBuf>,
     /// What this instance may touch (see `flotilla apply --help`); a ConfigMap or
     /// Secret in the controller's namespace, mounted as a file, in-cluster.
     #[arg(long, value_name = "FILE", env = "FLOTILLA_SCOPE")]

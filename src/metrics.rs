@@ -42,11 +42,13 @@ pub enum ErrorReason {
     Reconcile,
     /// One object could not be applied.
     Object,
+    /// The branch's head is not signed by an allowed signer (`--verify-commits`).
+    Unverified,
 }
 
 impl ErrorReason {
     /// Every reason, for removing a cluster's series.
-    const ALL: [ErrorReason; 7] = [
+    const ALL: [ErrorReason; 8] = [
         Self::Fetch,
         Self::Render,
         Self::AutoscalerState,
@@ -54,6 +56,7 @@ impl ErrorReason {
         Self::SyncMode,
         Self::Reconcile,
         Self::Object,
+        Self::Unverified,
     ];
 
     /// The label.
@@ -66,6 +69,7 @@ impl ErrorReason {
             Self::SyncMode => "sync-mode",
             Self::Reconcile => "reconcile",
             Self::Object => "object",
+            Self::Unverified => "unverified",
         }
     }
 }

@@ -41,6 +41,7 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         None => Some(autoscale(&args)?),
     };
     Ok(Config {
+        signing_key: args.writeback_signing_key.clone(),
         git_auth: git_auth(&args),
         cache_dir: args.cache_dir.clone().unwrap_or_else(default_cache_dir),
         repo: args.repo,
@@ -78,6 +79,7 @@ fn reconcile_settings(args: &RunArgs) -> anyhow::Result<crate::reconciler::Setti
         source: run_source(args),
         adopt: args.reconcile.adopt_inventory,
         acting_as: args.reconcile.service_account.clone(),
+        verifier: args.verify_commits.clone().map(crate::git::Verifier::new),
         scope: args.scope.as_deref().map(super::read_scope).transpose()?.map(std::sync::Arc::new),
     };
     if reconcile.scope.is_none() {

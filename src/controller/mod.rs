@@ -32,6 +32,8 @@ pub struct Config {
     pub branch: String,
     /// Credentials for the remote.
     pub git_auth: GitAuth,
+    /// SSH private key write-back commits are signed with.
+    pub signing_key: Option<PathBuf>,
     /// Bare caches of fetched remotes.
     pub cache_dir: PathBuf,
     /// How the reconcile loop runs.
@@ -72,7 +74,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let (repo, branch, cache, auth) =
         (config.repo.clone(), config.branch.clone(), config.cache_dir.clone(), config.git_auth.clone());
     let opened = tokio::task::spawn_blocking(move || Branch::open(&repo, &branch, &cache, auth)).await?;
-    let git = Git::spawn(opened.context("opening the repository")?);
+    let mut opened = opened.context("opening the repository")?;
+    if let Some(key) = config.signing_key.clone() {
+        opened.sign_with(key);
+    }
+    let git = Git::spawn(opened);
     let wake = triggers.clone();
     let _watcher = crate::git::watch_local(&config.repo, move || {
         let _ = wake.send(Trigger::Fetch);

@@ -22,6 +22,8 @@ pub struct Branch {
     url: Option<String>,
     branch: String,
     auth: GitAuth,
+    /// Private key write-back commits are signed with (SSH, namespace `git`).
+    signing_key: Option<PathBuf>,
 }
 
 /// Why a revision could not be fetched.
@@ -44,7 +46,7 @@ impl Branch {
     pub fn open(repo: &str, branch: &str, cache: &Path, auth: GitAuth) -> Result<Self, FetchError> {
         if !is_url(repo) {
             let opened = Repository::open(repo).map_err(failed(format!("{repo} is not a Git repository")))?;
-            return Ok(Self { repo: opened, url: None, branch: branch.to_owned(), auth });
+            return Ok(Self { repo: opened, url: None, branch: branch.to_owned(), auth, signing_key: None });
         }
         let dir = cache.join(cache_name(repo));
         let opened = match Repository::open_bare(&dir) {
@@ -57,7 +59,7 @@ impl Branch {
                 Repository::init_bare(&dir).map_err(failed(format!("cannot create the cache {}", dir.display())))?
             }
         };
-        Ok(Self { repo: opened, url: Some(repo.to_owned()), branch: branch.to_owned(), auth })
+        Ok(Self { repo: opened, url: Some(repo.to_owned()), branch: branch.to_owned(), auth, signing_key: None })
     }
 
     /// Fetches the branch (for remotes) and returns its head commit. Every fetch adds a
@@ -137,6 +139,16 @@ impl Branch {
         })
     }
 
+    /// Signs write-back commits with the SSH private key at `key` from now on.
+    pub fn sign_with(&mut self, key: PathBuf) {
+        self.signing_key = Some(key);
+    }
+
+    /// The principal of the allowed signer who signed `rev`, or why it is not trusted.
+    pub fn verify(&self, rev: Revision, verifier: &super::Verifier) -> Result<String, super::Unverified> {
+        verifier.verify(&self.repo, rev)
+    }
+
     /// Reads revision `rev`, limited to the subdirectory `prefix`; blobs the parse cache
     /// holds are listed by id and not read.
     pub fn read(
@@ -164,7 +176,15 @@ impl Branch {
         }
         let new_tree = self.repo.find_tree(update.create_updated(&self.repo, &tree)?)?;
         let signature = git2::Signature::now(author.0, author.1)?;
-        self.repo.commit(None, &signature, &signature, message, &new_tree, &[&parent])
+        let Some(key) = &self.signing_key else {
+            return self.repo.commit(None, &signature, &signature, message, &new_tree, &[&parent]);
+        };
+        // Signed as `git commit -S` with gpg.format ssh signs, so --verify-commits
+        // accepts the controller's own write-back.
+        let content = self.repo.commit_create_buffer(&signature, &signature, message, &new_tree, &[&parent])?;
+        let signed = super::verify::sign(key, &content).map_err(|e| git2::Error::from_str(&e.to_string()))?;
+        let content = std::str::from_utf8(&content).map_err(|_| git2::Error::from_str("commit is not UTF-8"))?;
+        self.repo.commit_signed(content, &signed, None)
     }
 
     fn push(&self, url: &str, commit: Oid) -> Result<(), String> {
@@ -317,6 +337,34 @@ mod tests {
         let blob = commit.tree().unwrap().get_name("fleet.yaml").unwrap().to_object(&watched.repo).unwrap();
         assert_eq!(blob.as_blob().unwrap().content(), b"revision 39");
         assert!(watched.descends(last.unwrap(), commit.parent_id(0).unwrap()));
+    }
+
+    /// A write-back signed with the configured key verifies against an allowed-signers
+    /// file listing it, so `--verify-commits` accepts the controller's own commits.
+    #[test]
+    fn signed_write_backs_pass_verification() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = Repository::init_bare(dir.path().join("remote.git")).unwrap();
+        commit(&remote, "replicas: 1");
+        let url = format!("file://{}", dir.path().join("remote.git").display());
+        let mut branch = Branch::open(&url, "main", &dir.path().join("cache"), GitAuth::default()).unwrap();
+        let key = dir.path().join("writeback");
+        let made = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f", key.to_str().unwrap()])
+            .status()
+            .expect("ssh-keygen (openssh-client) is installed");
+        assert!(made.success());
+        let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+        let allowed = dir.path().join("allowed_signers");
+        std::fs::write(&allowed, format!("flotilla@example.invalid {public}")).unwrap();
+        branch.sign_with(key);
+        let files: Files = vec![("fleet.yaml".to_owned(), b"replicas: 5".to_vec())];
+        let pushed =
+            branch.commit_and_push(("flotilla", "bot@example.invalid"), "scale", |_, _| Ok(Some(files))).unwrap();
+        let Pushed::Commit(id) = pushed else { panic!("pushed nothing") };
+        let verifier = super::super::Verifier::new(allowed);
+        assert_eq!(branch.verify(id, &verifier).unwrap(), "flotilla@example.invalid");
+        assert_eq!(remote.refname_to_id("refs/heads/main").unwrap(), id, "the signed commit is what was pushed");
     }
 
     #[test]

@@ -9,12 +9,14 @@
 mod auth;
 mod branch;
 mod read;
+mod verify;
 
 use std::time::Duration;
 
 pub use auth::GitAuth;
 pub use branch::{Branch, FetchError, Files, Pushed, check_transport, is_url};
 pub use read::{read, read_commit};
+pub use verify::{Unverified, Verifier};
 
 /// Where a local directory's manifests come from, for the inventory: inside a Git work
 /// tree, its `origin` URL (else the work tree's path), the branch (`rev`, else the

@@ -57,6 +57,8 @@ pub struct Settings {
     pub adopt: bool,
     /// The user objects are written as in each member (impersonated), if any.
     pub acting_as: Option<String>,
+    /// Only heads signed by an allowed signer are applied (`--verify-commits`).
+    pub verifier: Option<crate::git::Verifier>,
     /// What the repository may touch; `None`: everything.
     pub scope: Option<std::sync::Arc<flotilla_core::project::Project>>,
 }
@@ -153,17 +155,29 @@ impl Reconciler {
     /// Fetches the branch and says what came of it.
     async fn fetch(&self, applied: Option<Revision>) -> Event {
         let clock = Instant::now();
+        let verifier = self.settings.verifier.clone();
         let fetched = self
             .git
             .run(move |branch| {
                 let head = branch.fetch()?;
-                Ok::<_, crate::git::FetchError>((head, applied.is_some_and(|a| !branch.descends(head, a))))
+                let trusted = verifier.map(|v| branch.verify(head, &v)).transpose();
+                Ok::<_, crate::git::FetchError>((head, applied.is_some_and(|a| !branch.descends(head, a)), trusted))
             })
             .await;
         self.metrics.fetch_seconds.observe(clock.elapsed().as_secs_f64());
         let now = Instant::now();
         match fetched {
-            Ok(Ok((head, rewritten))) => {
+            Ok(Ok((head, _, Err(why)))) => {
+                // Not trusted: as a source that cannot be read, the last good revision
+                // stays applied and is resynced, and the reason is on display.
+                self.board.update(|s| s.head = Some(head.to_string()));
+                self.metrics.error("-", ErrorReason::Unverified);
+                Event::FetchFailed { reason: format!("head {head} is not applied: {why}"), now }
+            }
+            Ok(Ok((head, rewritten, Ok(signer)))) => {
+                if let Some(signer) = signer {
+                    tracing::debug!(%head, signer, "head verified");
+                }
                 self.board.update(|s| s.head = Some(head.to_string()));
                 Event::Fetched { head, rewritten, now }
             }

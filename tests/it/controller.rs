@@ -707,3 +707,88 @@ async fn prune_refusals_and_kept_objects_are_reported() {
     assert!(out.lines().any(|l| l.trim_start().starts_with("prune refused: pruning 3 of 4")), "{out}");
     assert!(cms.get_opt("x1").await.unwrap().is_some() && cms.get_opt("x3").await.unwrap().is_some());
 }
+
+/// With `--verify-commits`, only heads signed (by real `git`, `gpg.format ssh`) with an
+/// allowed key are applied: an unsigned head, or one signed by a stranger, leaves the
+/// last good revision applied, and `/status` and the metrics say why.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_heads_signed_by_an_allowed_key_are_applied() {
+    let members = members();
+    let ns = "e2e-signed";
+    let keys = tempfile::tempdir().unwrap();
+    let keygen = |name: &str| {
+        let key = keys.path().join(name);
+        let made = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f", key.to_str().unwrap()])
+            .status()
+            .expect("ssh-keygen (openssh-client; hack/test.sh installs it)");
+        assert!(made.success());
+        key
+    };
+    let (trusted, stranger) = (keygen("trusted"), keygen("stranger"));
+    let public = std::fs::read_to_string(trusted.with_extension("pub")).unwrap();
+    let allowed = keys.path().join("allowed_signers");
+    std::fs::write(&allowed, format!("release@example.invalid namespaces=\"git\" {public}")).unwrap();
+    let signed_push = |work: &Path, key: &Path, message: &str| {
+        git(work, &["add", "-A"]);
+        let signing = format!("user.signingkey={}", key.display());
+        git(
+            work,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@example.invalid",
+                "-c",
+                "gpg.format=ssh",
+                "-c",
+                &signing,
+                "commit",
+                "-S",
+                "-qm",
+                message,
+            ],
+        );
+        git(work, &["push", "-q", "origin", "HEAD:main"]);
+    };
+
+    // The initial commit is unsigned: nothing is applied.
+    let repo = serve(&fleet(ns, &[("first", &["member1"])]));
+    let http_port = free_port();
+    let cache = tempfile::tempdir().unwrap();
+    let _controller = Running(
+        run_from_daemon(repo.port)
+            .args(["--interval", "1", "--instance", "signed", "--verify-commits", allowed.to_str().unwrap()])
+            .args(["--kubeconfig", members.kubeconfig().to_str().unwrap()])
+            .args(["--listen", &format!("127.0.0.1:{http_port}"), "--cache-dir", cache.path().to_str().unwrap()])
+            .quiet(),
+    );
+    let status = || http(http_port, "GET", "/status", &[], b"").1;
+    wait_for("the controller to listen", Duration::from_secs(30), || async {
+        TcpStream::connect(("127.0.0.1", http_port)).is_ok()
+    })
+    .await;
+    wait_for("the unsigned head to be refused", Duration::from_secs(60), || async {
+        status().contains("is not signed")
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
+    assert!(cms.get_opt("first").await.unwrap().is_none(), "an unsigned head is not applied");
+
+    write(repo.work.path(), "fleet.yaml", fleet(ns, &[("first", &["member1"]), ("second", &["member1"])]).as_bytes());
+    signed_push(repo.work.path(), &trusted, "signed");
+    wait_for("the signed head to apply", Duration::from_secs(30), || async {
+        cms.get_opt("second").await.unwrap().is_some()
+    })
+    .await;
+
+    write(repo.work.path(), "fleet.yaml", fleet(ns, &[("third", &["member1"])]).as_bytes());
+    signed_push(repo.work.path(), &stranger, "signed by a stranger");
+    wait_for("the stranger's head to be refused", Duration::from_secs(30), || async {
+        status().contains("not in the allowed signers")
+    })
+    .await;
+    assert!(cms.get_opt("third").await.unwrap().is_none() && cms.get_opt("second").await.unwrap().is_some());
+    let metrics = http(http_port, "GET", "/metrics", &[], b"").1;
+    assert!(metrics.contains("reason=\"unverified\""), "{metrics}");
+}
