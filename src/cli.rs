@@ -60,6 +60,10 @@ pub struct RunArgs {
     /// write-back key too (`--writeback-signing-key`).
     #[arg(long, value_name = "ALLOWED_SIGNERS")]
     pub verify_commits: Option<PathBuf>,
+    /// Apply only heads signed with an OpenPGP key of this keyring (`gpg --export`,
+    /// armored or binary); with `--verify-commits`, either kind of signature passes.
+    #[arg(long, value_name = "KEYRING")]
+    pub verify_commits_keyring: Option<PathBuf>,
     /// Sign write-back commits with this SSH private key (as `git commit -S` with
     /// `gpg.format ssh`), so they pass `--verify-commits`.
     #[arg(long, value_name = "FILE")]

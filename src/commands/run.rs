@@ -79,7 +79,7 @@ fn reconcile_settings(args: &RunArgs) -> anyhow::Result<crate::reconciler::Setti
         source: run_source(args),
         adopt: args.reconcile.adopt_inventory,
         acting_as: args.reconcile.service_account.clone(),
-        verifier: args.verify_commits.clone().map(crate::git::Verifier::new),
+        verifier: crate::git::Verifier::new(args.verify_commits.clone(), args.verify_commits_keyring.clone()),
         scope: args.scope.as_deref().map(super::read_scope).transpose()?.map(std::sync::Arc::new),
     };
     if reconcile.scope.is_none() {

@@ -362,7 +362,7 @@ mod tests {
         let pushed =
             branch.commit_and_push(("flotilla", "bot@example.invalid"), "scale", |_, _| Ok(Some(files))).unwrap();
         let Pushed::Commit(id) = pushed else { panic!("pushed nothing") };
-        let verifier = super::super::Verifier::new(allowed);
+        let verifier = super::super::Verifier::new(Some(allowed), None).unwrap();
         assert_eq!(branch.verify(id, &verifier).unwrap(), "flotilla@example.invalid");
         assert_eq!(remote.refname_to_id("refs/heads/main").unwrap(), id, "the signed commit is what was pushed");
     }
