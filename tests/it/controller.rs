@@ -362,34 +362,14 @@ fn signal(guard: &Running, name: &str) {
 /// real ServiceAccount token from that API server, and grants nothing more.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_deploy_rbac_is_enough_and_no_more() {
-    use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
-    use kube::api::PostParams;
-
     let members = members();
     let host = members.client("member3").await;
     apply_rbac(&host, "deploy/flotilla.yaml").await;
     let token = service_account_token(&host, "flotilla-system", "flotilla").await;
-    // A kubeconfig for the host cluster that authenticates as the ServiceAccount.
-    let cluster = kubeconfig_cluster("member3");
-    let sa_config = serde_json::json!({
-        "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
-        "users": [{"name": "flotilla", "user": {"token": token}}],
-        "contexts": [{"name": "host", "context": {"cluster": "member3", "user": "flotilla"}}], "current-context": "host"
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let sa_path = dir.path().join("host.config");
-    std::fs::write(&sa_path, serde_json::to_string(&sa_config).unwrap()).unwrap();
-
     // No more than it needs: nothing outside its namespace, no workloads, no nodes.
-    let kc = kube::config::Kubeconfig::read_from(&sa_path).unwrap();
-    let as_sa =
-        kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap();
-    let can = |verb: &str, group: &str, resource: &str, ns: Option<&str>| {
-        let review: SelfSubjectAccessReview = serde_json::from_value(serde_json::json!({"spec": {"resourceAttributes":
-            {"verb": verb, "group": group, "resource": resource, "namespace": ns}}}))
-        .unwrap();
-        let api = Api::<SelfSubjectAccessReview>::all(as_sa.clone());
-        async move { api.create(&PostParams::default(), &review).await.unwrap().status.unwrap().allowed }
+    let as_sa = client_as("member3", &token).await;
+    let can = |verb: &'static str, group: &'static str, resource: &'static str, ns: Option<&'static str>| {
+        can(&as_sa, verb, group, resource, ns)
     };
     assert!(can("update", "coordination.k8s.io", "leases", Some("flotilla-system")).await);
     assert!(!can("delete", "coordination.k8s.io", "leases", Some("flotilla-system")).await);
@@ -428,6 +408,27 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
         .await;
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member2").await, "e2e-sa");
     assert!(cms.get_opt("via-sa").await.unwrap().is_some());
+}
+
+/// A client of member `cluster` that authenticates with a ServiceAccount's `token`.
+pub async fn client_as(cluster: &str, token: &str) -> kube::Client {
+    let config = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "clusters": [kubeconfig_cluster(cluster)],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": cluster, "user": "sa"}}], "current-context": "sa"
+    });
+    let kc: kube::config::Kubeconfig = serde_json::from_value(config).unwrap();
+    kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap()
+}
+
+/// Whether `client`'s user may `verb` the resource (SelfSubjectAccessReview).
+pub async fn can(client: &kube::Client, verb: &str, group: &str, resource: &str, namespace: Option<&str>) -> bool {
+    use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+    let review: SelfSubjectAccessReview = serde_json::from_value(serde_json::json!({"spec": {"resourceAttributes":
+        {"verb": verb, "group": group, "resource": resource, "namespace": namespace}}}))
+    .unwrap();
+    let api = Api::<SelfSubjectAccessReview>::all(client.clone());
+    api.create(&kube::api::PostParams::default(), &review).await.unwrap().status.unwrap().allowed
 }
 
 /// Applies the access-control part of a manifest under deploy/ (namespaces, service

@@ -83,8 +83,11 @@ async fn pull_members_are_left_to_their_agent_and_an_agent_applies_only_its_own(
     let member3 = members.client("member3").await;
     apply_rbac(&member3, "deploy/agent.yaml").await;
     let token = service_account_token(&member3, "flotilla-system", "flotilla-agent").await;
+    let scope = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(scope.path(), agent_scope()).unwrap();
     let pod = InPod::new("member3", &token, "flotilla-system");
-    let agent_args = ["--agent", "member3", "--leader-elect", "--lease-duration", "5"];
+    let scope_path = scope.path().to_str().unwrap();
+    let agent_args = ["--agent", "member3", "--leader-elect", "--lease-duration", "5", "--scope", scope_path];
     let (_agent, agent_port, _c2) =
         controller(pod.command(env!("CARGO_BIN_EXE_flotilla")), repo.port, "pull-test", &agent_args);
     wait_for("the agent to apply member3", Duration::from_secs(60), || async { ready(agent_port) }).await;
@@ -121,4 +124,75 @@ async fn pull_members_are_left_to_their_agent_and_an_agent_applies_only_its_own(
     assert!(!ready(wrong_port), "an agent that applies nothing is not ready");
     let metrics = http(wrong_port, "GET", "/metrics", &[], b"").1;
     assert!(metrics.contains(r#"flotilla_errors_total{cluster="member2",reason="sync-mode"}"#), "{metrics}");
+}
+
+/// The scope deploy/agent.yaml gives its agent.
+fn agent_scope() -> String {
+    let text = std::fs::read_to_string(crate::support::root().join("deploy/agent.yaml")).unwrap();
+    let scope = text
+        .split("\n---\n")
+        .map(|doc| serde_saphyr::from_str::<serde_json::Value>(doc).unwrap())
+        .find(|doc| doc["metadata"]["name"] == "flotilla-agent-scope")
+        .expect("deploy/agent.yaml holds the agent's scope");
+    scope["data"]["scope.yaml"].as_str().unwrap().to_owned()
+}
+
+/// deploy/agent.yaml's ClusterRole follows its scope: every kind the scope allows is
+/// writable, and every resource the role grants is a kind the scope allows (checked
+/// against a real member's discovery and its authorizer); RBAC objects, CRDs and
+/// webhooks are not writable at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agent_role_follows_its_scope() {
+    use crate::controller::{apply_rbac, can, client_as, service_account_token};
+
+    let members = members();
+    let member3 = members.client("member3").await;
+    apply_rbac(&member3, "deploy/agent.yaml").await;
+    let token = service_account_token(&member3, "flotilla-system", "flotilla-agent").await;
+    let agent = client_as("member3", &token).await;
+    let scope: serde_json::Value = serde_saphyr::from_str(&agent_scope()).unwrap();
+    let allowed: Vec<(String, String, bool)> = ["clusterResourceWhitelist", "namespaceResourceWhitelist"]
+        .iter()
+        .flat_map(|list| {
+            scope[list].as_array().unwrap().iter().map(move |gk| {
+                (
+                    gk["group"].as_str().unwrap().to_owned(),
+                    gk["kind"].as_str().unwrap().to_owned(),
+                    *list == "clusterResourceWhitelist",
+                )
+            })
+        })
+        .collect();
+    let mut granted_kinds = std::collections::BTreeSet::new();
+    for (group, kind, cluster_scoped) in &allowed {
+        let found = kube::discovery::group(&member3, group).await.unwrap();
+        let (resource, _) = found.recommended_resources().into_iter().find(|(r, _)| &r.kind == kind).unwrap();
+        let namespace = (!cluster_scoped).then_some("default");
+        for verb in ["get", "list", "create", "patch", "delete"] {
+            assert!(can(&agent, verb, group, &resource.plural, namespace).await, "{verb} {kind}");
+        }
+        granted_kinds.insert((group.clone(), resource.plural.clone()));
+    }
+    let text = std::fs::read_to_string(crate::support::root().join("deploy/agent.yaml")).unwrap();
+    let role = text
+        .split("\n---\n")
+        .map(|doc| serde_saphyr::from_str::<serde_json::Value>(doc).unwrap())
+        .find(|doc| doc["kind"] == "ClusterRole")
+        .unwrap();
+    for rule in role["rules"].as_array().unwrap() {
+        for group in rule["apiGroups"].as_array().unwrap() {
+            for resource in rule["resources"].as_array().unwrap() {
+                let pair = (group.as_str().unwrap().to_owned(), resource.as_str().unwrap().to_owned());
+                assert!(granted_kinds.contains(&pair), "the role grants {pair:?}, which the scope does not allow");
+            }
+        }
+    }
+    for (group, resource) in [
+        ("rbac.authorization.k8s.io", "clusterrolebindings"),
+        ("rbac.authorization.k8s.io", "rolebindings"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+    ] {
+        assert!(!can(&agent, "create", group, resource, Some("default")).await, "{resource} is not writable");
+    }
 }
