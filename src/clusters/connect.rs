@@ -330,6 +330,20 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn plain_http_api_servers_are_refused_unless_allowed() {
+        let plain = kubeconfig("http://127.0.0.1:1", "token-marker-9f2");
+        let timeout = Duration::from_secs(5);
+        let Err(refused) = client(&plain, "a", Trust::default(), timeout, None).await else {
+            panic!("an http:// server is refused")
+        };
+        assert!(matches!(refused, ConnectError::PlainHttp(_)), "{refused}");
+        assert!(refused.to_string().contains("--insecure-allow-http") && !refused.to_string().contains("token-marker"));
+        let allowed = Trust { insecure_http: true, ..Trust::default() };
+        assert!(client(&plain, "a", allowed, timeout, None).await.is_ok());
+        assert!(client(&kubeconfig("https://127.0.0.1:1", "t"), "a", Trust::default(), timeout, None).await.is_ok());
+    }
+
+    #[tokio::test]
     async fn a_client_is_rebuilt_only_when_its_own_entry_changes() {
         let pool = Pool::default();
         let (trust, timeout) = (Trust::default(), Duration::from_secs(5));

@@ -346,3 +346,27 @@ fn a_bomb_spread_over_many_documents() {
     let err = rejects_within(dir.path(), &[], "YAML nodes", Duration::from_secs(240));
     assert!(err.contains("more than 20000000"), "{err}");
 }
+
+/// YAML embedded in a field that a FieldOverrider edits is parsed with the repository's
+/// budgets: an alias bomb there is an override problem, found at once, not a hang.
+#[test]
+fn an_alias_bomb_inside_a_field_overrider_target() {
+    let rows: String = (b'b'..=b'i')
+        .map(|c| {
+            let (name, prev) = (c as char, (c - 1) as char);
+            format!("    {name}: &{name} [{}]\n", vec![format!("*{prev}"); 9].join(","))
+        })
+        .collect();
+    let bomb = format!("    a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n{rows}    level: info\n");
+    let repo_text = format!(
+        "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg}}\ndata:\n  config.yaml: |\n{bomb}---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: cfg}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap, name: cfg}}]\n  placement: {{clusterAffinity: {{clusterNames: [a]}}}}\n---\napiVersion: policy.karmada.io/v1alpha1\nkind: OverridePolicy\nmetadata: {{name: cfg}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap, name: cfg}}]\n  overrideRules:\n  - overriders:\n      fieldOverrider:\n      - fieldPath: /data/config.yaml\n        yaml: [{{subPath: /level, operator: replace, value: debug}}]\n",
+        cluster("a")
+    );
+    let dir = repo(&[("bomb.yaml", repo_text.as_bytes())]);
+    let start = Instant::now();
+    let (code, _, stderr) = run(&["render", dir.path().to_str().unwrap()]);
+    assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
+    assert_eq!(code, 1, "an override problem: {stderr}");
+    assert!(stderr.contains("parse limits") && stderr.contains("bomb.yaml"), "{stderr}");
+    assert!(!stderr.contains("lol"), "no content in errors: {stderr}");
+}
