@@ -32,6 +32,9 @@ pub enum Command {
     Render(RenderArgs),
     /// Check that a repo loads and every template can be placed.
     Validate(SourceArgs),
+    /// What changes in every cluster between two revisions, offline: objects added,
+    /// changed (field by field) and removed, and new problems.
+    Diff(DiffArgs),
     /// Render, then reconcile every member cluster: server-side apply, prune, drift.
     Apply(ApplyArgs),
     /// List live objects of one kind across member clusters.
@@ -314,6 +317,40 @@ pub struct RenderArgs {
     /// Only these clusters (repeatable).
     #[arg(long = "cluster", value_name = "NAME")]
     pub clusters: Vec<String>,
+}
+
+/// `flotilla diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// Repo directory inside a Git work tree (or the repository itself).
+    pub repo: PathBuf,
+    /// The earlier revision (branch, tag or SHA).
+    #[arg(long, value_name = "REV")]
+    pub from: String,
+    /// The later revision.
+    #[arg(long, value_name = "REV")]
+    pub to: String,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
+    /// Only these clusters (repeatable).
+    #[arg(long = "cluster", value_name = "NAME")]
+    pub clusters: Vec<String>,
+    /// Exit 1 when anything differs (2 stays for input that does not load).
+    #[arg(long)]
+    pub exit_code: bool,
+    /// Render both revisions within this scope (see `flotilla apply --help`).
+    #[arg(long, value_name = "FILE")]
+    pub scope: Option<PathBuf>,
+}
+
+/// `flotilla diff` output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    /// Per cluster, one line per object and one per changed field.
+    Text,
+    /// `{"from", "to", "clusters": {NAME: {"added", "changed", "removed"}}, "problems"}`.
+    Json,
 }
 
 /// Output formats.

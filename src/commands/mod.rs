@@ -2,6 +2,7 @@
 //! pipeline (or start the controller), print.
 
 mod apply;
+mod diff;
 mod get;
 mod render;
 mod run;
@@ -41,6 +42,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Render(args) => render::render(args),
         Command::Validate(args) => render::validate(args),
+        Command::Diff(args) => diff::diff(args),
         Command::Apply(args) => apply::apply(args),
         Command::Get(args) => get::get(args),
         Command::Status(args) => status::status(args),

@@ -78,3 +78,50 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The PR plan of the nginx seed going from 1 to 10 replicas, offline: member1's nginx
+/// changes 1 → 5 and member2 gains it with 5; with `--exit-code` that is exit 1; the
+/// same revision twice has no changes; a revision that does not load is exit 2 naming
+/// the file and line.
+#[test]
+fn the_diff_of_scaling_the_nginx_seed_to_ten() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("examples/repo");
+    for entry in walk(&src) {
+        let rel = entry.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        write(dir.path(), &rel, &std::fs::read(&entry).unwrap());
+    }
+    crate::support::commit_all(dir.path(), "one replica");
+    let nginx = dir.path().join("nginx/nginx.yaml");
+    let text = std::fs::read_to_string(&nginx).unwrap().replacen("replicas: 1\n", "replicas: 10\n", 1);
+    std::fs::write(&nginx, text).unwrap();
+    crate::support::commit_all(dir.path(), "ten replicas");
+    let repo = dir.path().to_str().unwrap();
+
+    let (code, stdout, stderr) = run(&["diff", repo, "--from", "HEAD~1", "--to", "HEAD", "-o", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let diff: Value = serde_json::from_str(&stdout).unwrap();
+    let changed = &diff["clusters"]["member1"]["changed"];
+    assert_eq!(changed.as_array().unwrap().len(), 1, "{diff}");
+    assert_eq!((changed[0]["kind"].as_str(), changed[0]["name"].as_str()), (Some("Deployment"), Some("nginx")));
+    assert_eq!(changed[0]["fields"][0], serde_json::json!({"path": "spec.replicas", "from": 1, "to": 5}));
+    let added = &diff["clusters"]["member2"]["added"];
+    assert_eq!(added.as_array().unwrap().len(), 1, "{diff}");
+    assert_eq!((added[0]["name"].as_str(), added[0]["replicas"].as_i64()), (Some("nginx"), Some(5)));
+    assert_eq!(added[0]["namespace"], "default");
+
+    let (code, text, _) = run(&["diff", repo, "--from", "HEAD~1", "--to", "HEAD", "--exit-code"]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("spec.replicas: 1 → 5") && text.contains("+ apps/v1 Deployment default/nginx (replicas 5)"),
+        "{text}"
+    );
+    let (code, text, _) = run(&["diff", repo, "--from", "HEAD", "--to", "HEAD", "--exit-code"]);
+    assert_eq!((code, text.starts_with("no changes")), (0, true), "{text}");
+
+    write(dir.path(), "nginx/broken.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x\n");
+    crate::support::commit_all(dir.path(), "broken");
+    let (code, _, stderr) = run(&["diff", repo, "--from", "HEAD~1", "--to", "HEAD"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("nginx/broken.yaml") && stderr.contains("line"), "{stderr}");
+}

@@ -26,6 +26,7 @@ pub mod matching;
 pub mod model;
 pub mod overrides;
 pub mod ownership;
+pub mod plan_diff;
 pub mod project;
 pub mod render;
 pub mod schedule;

@@ -1,0 +1,295 @@
+//! What changes between two renders, per cluster: objects added, changed (with their
+//! fields) and removed, and the problems new in the later one. Pure: the CLI renders
+//! both revisions and hands the plans in; a PR plan is this and a formatter.
+//!
+//! Secret values never appear: `data` and `stringData` of a Secret are compared, and
+//! shown as `++++++++` (Argo CD's mask), so a diff says that a value changed, not what
+//! it became.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::model::{ObjectKey, Plan, Problem};
+
+/// The mask shown instead of a Secret value.
+pub const MASK: &str = "++++++++";
+
+/// Two renders compared (`-o json` is this, serialised).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanDiff {
+    /// The earlier revision.
+    pub from: String,
+    /// The later revision.
+    pub to: String,
+    /// Per cluster in either render: what changes there (clusters without changes are
+    /// left out).
+    pub clusters: BTreeMap<String, ClusterDiff>,
+    /// Problems of the later render that the earlier one did not have.
+    pub problems: Vec<Problem>,
+}
+
+/// One cluster's changes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ClusterDiff {
+    /// Objects the later render places here and the earlier did not.
+    pub added: Vec<Entry>,
+    /// Objects in both whose manifests differ.
+    pub changed: Vec<Changed>,
+    /// Objects the earlier render placed here and the later does not.
+    pub removed: Vec<Entry>,
+}
+
+/// An object, by its identity.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec.replicas` of an added or removed workload, on the side it exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+}
+
+/// A changed object and its changed fields.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Changed {
+    /// Which object.
+    #[serde(flatten)]
+    pub object: Entry,
+    /// The fields that differ, in document order.
+    pub fields: Vec<FieldChange>,
+}
+
+/// One field that differs: absent on one side when added or removed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldChange {
+    /// Dotted path (`spec.replicas`, `spec.template.spec.containers[0].image`).
+    pub path: String,
+    /// The earlier value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<Value>,
+    /// The later value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<Value>,
+}
+
+impl From<&ObjectKey> for Entry {
+    fn from(key: &ObjectKey) -> Self {
+        Entry {
+            api_version: key.api_version.clone(),
+            kind: key.kind.clone(),
+            namespace: key.namespace.clone().unwrap_or_default(),
+            name: key.name.clone(),
+            replicas: None,
+        }
+    }
+}
+
+impl Entry {
+    fn placed(key: &ObjectKey, manifest: &Value) -> Self {
+        Entry { replicas: manifest.pointer("/spec/replicas").and_then(Value::as_i64), ..Entry::from(key) }
+    }
+}
+
+impl PlanDiff {
+    /// Whether anything differs.
+    pub fn is_empty(&self) -> bool {
+        self.clusters.is_empty() && self.problems.is_empty()
+    }
+}
+
+/// Compares two renders, limited to `only` clusters when it is not empty. A manifest
+/// whose overrides fail is left out of its side (the failure is a problem of that
+/// render).
+pub fn diff(from: &Plan, to: &Plan, only: &[String]) -> PlanDiff {
+    let names: BTreeSet<&String> = from.clusters.keys().chain(to.clusters.keys()).collect();
+    let mut clusters = BTreeMap::new();
+    for name in names.into_iter().filter(|n| only.is_empty() || only.contains(n)) {
+        let (before, after) = (manifests(from, name), manifests(to, name));
+        let mut cluster = ClusterDiff::default();
+        for (key, manifest) in &after {
+            match before.get(key) {
+                None => cluster.added.push(Entry::placed(key, manifest)),
+                Some(old) => {
+                    let mut fields = Vec::new();
+                    fields_between(&masked(key, old), &masked(key, manifest), &mut String::new(), &mut fields);
+                    if !fields.is_empty() {
+                        cluster.changed.push(Changed { object: Entry::from(key), fields });
+                    }
+                }
+            }
+        }
+        cluster.removed =
+            before.iter().filter(|(k, _)| !after.contains_key(*k)).map(|(k, m)| Entry::placed(k, m)).collect();
+        if cluster != ClusterDiff::default() {
+            clusters.insert(name.clone(), cluster);
+        }
+    }
+    let known: BTreeSet<(String, Option<&str>, &str)> =
+        from.problems.iter().map(|p| (p.object.spelled(), p.cluster.as_deref(), p.message.as_str())).collect();
+    let problems = to
+        .problems
+        .iter()
+        .filter(|p| !known.contains(&(p.object.spelled(), p.cluster.as_deref(), p.message.as_str())))
+        .cloned()
+        .collect();
+    PlanDiff { from: from.revision.clone(), to: to.revision.clone(), clusters, problems }
+}
+
+fn manifests(plan: &Plan, cluster: &str) -> BTreeMap<ObjectKey, Value> {
+    plan.clusters
+        .get(cluster)
+        .into_iter()
+        .flatten()
+        .filter_map(|item| Some((plan.loaded.templates[item.template].key.clone(), plan.manifest(item).ok()?)))
+        .collect()
+}
+
+/// A Secret with every value masked, so a changed value shows as a change of the mask's
+/// neighbour: compared first, then masked (see [`fields_between`]).
+fn masked(key: &ObjectKey, manifest: &Value) -> Value {
+    if !(key.group().is_empty() && key.kind == "Secret") {
+        return manifest.clone();
+    }
+    let mut out = manifest.clone();
+    for field in ["data", "stringData"] {
+        if let Some(Value::Object(values)) = out.get_mut(field) {
+            for (name, value) in values.iter_mut() {
+                // The mask keeps a short digest, so a changed value still differs.
+                let digest = crate::diff::digest(&Value::String(format!("{name}={value}")));
+                *value = Value::String(format!("{MASK} ({})", &digest[..6]));
+            }
+        }
+    }
+    out
+}
+
+/// Leaf differences between `a` and `b`, with dotted paths.
+fn fields_between(a: &Value, b: &Value, path: &mut String, out: &mut Vec<FieldChange>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for key in keys {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                match (x.get(key), y.get(key)) {
+                    (Some(u), Some(v)) => fields_between(u, v, path, out),
+                    (u, v) => out.push(FieldChange { path: path.clone(), from: u.cloned(), to: v.cloned() }),
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for i in 0..x.len().max(y.len()) {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                match (x.get(i), y.get(i)) {
+                    (Some(u), Some(v)) => fields_between(u, v, path, out),
+                    (u, v) => out.push(FieldChange { path: path.clone(), from: u.cloned(), to: v.cloned() }),
+                }
+                path.truncate(len);
+            }
+        }
+        _ if a != b => out.push(FieldChange { path: path.clone(), from: Some(a.clone()), to: Some(b.clone()) }),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::{ClusterState, Limits, RepoFiles};
+
+    /// A fleet of two clusters, a Deployment and a Secret, as text to tweak, then plan.
+    struct Fleet {
+        revision: String,
+        text: String,
+    }
+
+    impl Fleet {
+        fn with_selectors(self, selectors: &str) -> Plan {
+            let text = self
+                .text
+                .replace("[{apiVersion: apps/v1, kind: Deployment}, {apiVersion: v1, kind: Secret}]", selectors);
+            Fleet { text, ..self }.plan()
+        }
+
+        fn with_clusters(self, clusters: &str) -> Plan {
+            let text = self.text.replace("clusterNames: [m1, m2]", &format!("clusterNames: {clusters}"));
+            Fleet { text, ..self }.plan()
+        }
+
+        fn plan(self) -> Plan {
+            let mut files = RepoFiles { revision: self.revision, ..Default::default() };
+            files.files.insert("fleet.yaml".into(), self.text.into_bytes());
+            crate::plan(&files, &ClusterState::default(), &Limits::default()).unwrap()
+        }
+    }
+
+    fn plan(revision: &str, replicas: i64, secret: &str, extra: &str) -> Fleet {
+        let text = format!(
+            "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: m1}}\nspec: {{syncMode: Push}}\n---\napiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: m2}}\nspec: {{syncMode: Push}}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  replicas: {replicas}\n  template: {{spec: {{containers: [{{name: c, image: nginx}}]}}}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: creds}}\nstringData: {{password: {secret}}}\n---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: all}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment}}, {{apiVersion: v1, kind: Secret}}{extra}]\n  placement:\n    clusterAffinity: {{clusterNames: [m1, m2]}}\n    replicaScheduling: {{replicaSchedulingType: Divided}}\n"
+        );
+        Fleet { revision: revision.into(), text }
+    }
+
+    #[test]
+    fn placement_replica_splits_and_field_changes_per_cluster() {
+        // Divided by equal weights: 1 replica goes to m1 alone, 10 split 5/5.
+        let from = plan("r1", 1, "hunter2", "").plan();
+        let to = plan("r2", 10, "hunter2", "").plan();
+        let d = diff(&from, &to, &[]);
+        assert_eq!((d.from.as_str(), d.to.as_str()), ("r1", "r2"));
+        let m1 = &d.clusters["m1"];
+        assert_eq!(m1.changed.len(), 1);
+        assert_eq!(m1.changed[0].object.name, "web");
+        assert_eq!(m1.changed[0].fields[0].path, "spec.replicas");
+        assert_eq!(
+            (m1.changed[0].fields[0].from.clone(), m1.changed[0].fields[0].to.clone()),
+            (Some(json!(1)), Some(json!(5)))
+        );
+        let m2 = &d.clusters["m2"];
+        assert_eq!(m2.added.iter().map(|e| (e.name.as_str(), e.replicas)).collect::<Vec<_>>(), [("web", Some(5))]);
+        assert!(diff(&from, &from, &[]).is_empty());
+        assert_eq!(diff(&from, &to, &["m2".to_owned()]).clusters.keys().collect::<Vec<_>>(), ["m2"]);
+    }
+
+    #[test]
+    fn secret_values_are_masked_but_their_change_shows() {
+        let d = diff(&plan("r1", 1, "hunter2", "").plan(), &plan("r2", 1, "correct-horse", "").plan(), &[]);
+        let text = serde_json::to_string(&d).unwrap();
+        assert!(!text.contains("hunter2") && !text.contains("correct-horse"), "{text}");
+        let change = &d.clusters["m1"].changed[0];
+        assert_eq!((change.object.kind.as_str(), change.fields[0].path.as_str()), ("Secret", "stringData.password"));
+        assert!(change.fields[0].from.as_ref().unwrap().as_str().unwrap().starts_with(MASK));
+        assert_ne!(change.fields[0].from, change.fields[0].to);
+    }
+
+    #[test]
+    fn removed_objects_and_new_problems() {
+        // The later revision drops the Secret from the policy: removed everywhere.
+        let without = plan("r2", 1, "x", "").with_selectors("[{apiVersion: apps/v1, kind: Deployment}]");
+        let d = diff(&plan("r1", 1, "x", "").plan(), &without, &[]);
+        assert_eq!(d.clusters["m1"].removed.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["Secret"]);
+        // A policy that names a cluster that does not exist: a problem new in `to`.
+        let nowhere = plan("r3", 1, "x", "").with_clusters("[m9]");
+        let d = diff(&plan("r1", 1, "x", "").plan(), &nowhere, &[]);
+        assert!(
+            !d.problems.is_empty() && d.problems.iter().all(|p| p.reason == crate::model::ProblemReason::Unschedulable)
+        );
+        assert!(diff(&nowhere, &nowhere, &[]).problems.is_empty(), "old problems are not new");
+    }
+}
