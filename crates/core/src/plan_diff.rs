@@ -3,8 +3,8 @@
 //! both revisions and hands the plans in; a PR plan is this and a formatter.
 //!
 //! Secret values never appear: `data` and `stringData` of a Secret are compared, and
-//! shown as `++++++++` (Argo CD's mask), so a diff says that a value changed, not what
-//! it became.
+//! shown as `++++++++` (Argo CD's mask; `+++++++++` for a changed value), so a diff says
+//! that a value changed, not what it became.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -120,7 +120,8 @@ pub fn diff(from: &Plan, to: &Plan, only: &[String]) -> PlanDiff {
                 None => cluster.added.push(Entry::placed(key, manifest)),
                 Some(old) => {
                     let mut fields = Vec::new();
-                    fields_between(&masked(key, old), &masked(key, manifest), &mut String::new(), &mut fields);
+                    let (old, new) = masked(key, old, manifest);
+                    fields_between(&old, &new, &mut String::new(), &mut fields);
                     if !fields.is_empty() {
                         cluster.changed.push(Changed { object: Entry::from(key), fields });
                     }
@@ -153,23 +154,29 @@ fn manifests(plan: &Plan, cluster: &str) -> BTreeMap<ObjectKey, Value> {
         .collect()
 }
 
-/// A Secret with every value masked, so a changed value shows as a change of the mask's
-/// neighbour: compared first, then masked (see [`fields_between`]).
-fn masked(key: &ObjectKey, manifest: &Value) -> Value {
+/// Both sides of a Secret with every value masked, as Argo CD masks them: an unchanged
+/// value is `++++++++` on both sides, a changed one `++++++++` before and `+++++++++`
+/// after, so the diff shows that it changed and nothing of what it is (not even a
+/// digest a weak password could be guessed from).
+fn masked(key: &ObjectKey, before: &Value, after: &Value) -> (Value, Value) {
+    let (mut before, mut after) = (before.clone(), after.clone());
     if !(key.group().is_empty() && key.kind == "Secret") {
-        return manifest.clone();
+        return (before, after);
     }
-    let mut out = manifest.clone();
     for field in ["data", "stringData"] {
-        if let Some(Value::Object(values)) = out.get_mut(field) {
+        let old = before.get(field).and_then(Value::as_object).cloned().unwrap_or_default();
+        let new = after.get(field).and_then(Value::as_object).cloned().unwrap_or_default();
+        if let Some(Value::Object(values)) = before.get_mut(field) {
+            values.values_mut().for_each(|v| *v = Value::from(MASK));
+        }
+        if let Some(Value::Object(values)) = after.get_mut(field) {
             for (name, value) in values.iter_mut() {
-                // The mask keeps a short digest, so a changed value still differs.
-                let digest = crate::diff::digest(&Value::String(format!("{name}={value}")));
-                *value = Value::String(format!("{MASK} ({})", &digest[..6]));
+                let changed = old.get(name).is_some_and(|was| Some(was) != new.get(name));
+                *value = Value::from(if changed { format!("{MASK}+") } else { MASK.to_owned() });
             }
         }
     }
-    out
+    (before, after)
 }
 
 /// Leaf differences between `a` and `b`, with dotted paths.
