@@ -178,13 +178,13 @@ impl Metrics {
     }
 
     fn register(&self, registry: &mut Registry) {
+        self.register_clusters(registry);
+        self.register_controller(registry);
+    }
+
+    /// What each cluster's reconcile did.
+    fn register_clusters(&self, registry: &mut Registry) {
         let metrics = self;
-        registry.register("flotilla_fetch_seconds", "Git fetch duration", metrics.fetch_seconds.clone());
-        registry.register(
-            "flotilla_render_seconds",
-            "Render duration (Git read, cached parse, plan)",
-            metrics.render_seconds.clone(),
-        );
         registry.register(
             "flotilla_reconcile_seconds",
             "Reconcile duration per cluster",
@@ -207,6 +207,17 @@ impl Metrics {
             "flotilla_applied_revision",
             "Revision last applied per cluster",
             metrics.applied_revision.clone(),
+        );
+    }
+
+    /// The controller's own state: fetch and render, webhooks, autoscaler, memory, lease.
+    fn register_controller(&self, registry: &mut Registry) {
+        let metrics = self;
+        registry.register("flotilla_fetch_seconds", "Git fetch duration", metrics.fetch_seconds.clone());
+        registry.register(
+            "flotilla_render_seconds",
+            "Render duration (Git read, cached parse, plan)",
+            metrics.render_seconds.clone(),
         );
         registry.register(
             "flotilla_render_failing",

@@ -24,8 +24,6 @@ fn to_yaml(manifest: &Value) -> anyhow::Result<String> {
     flotilla_core::yaml::to_string(manifest).context("cannot serialise a manifest as YAML")
 }
 
-/// `<dir>/<cluster>/<namespace or _cluster>/<kind>-<name>.yaml`. Each cluster's
-/// directory is replaced, so files of objects that left the plan do not linger.
 /// One path component that stays where it is joined. The load already refuses names and
 /// kinds that are not, so this holds the line if a rule there ever loosens.
 fn segment(part: &str) -> anyhow::Result<&str> {
@@ -36,6 +34,8 @@ fn segment(part: &str) -> anyhow::Result<&str> {
     }
 }
 
+/// `<dir>/<cluster>/<namespace or _cluster>/<kind>-<name>.yaml`. Each cluster's
+/// directory is replaced, so files of objects that left the plan do not linger.
 pub fn write_dir(plan: &Plan, view: &PlanView<'_>, dir: &Path) -> anyhow::Result<()> {
     for (cluster, items) in view.clusters() {
         let base = dir.join(segment(cluster)?);

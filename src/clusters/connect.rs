@@ -287,17 +287,15 @@ pub async fn from_secrets(host: &kube::Client, namespace: &str) -> Result<Kubeco
 /// /var/run/secrets/kubernetes.io/serviceaccount/token` would make the controller send
 /// its own token to whatever server the Secret names.
 fn names_a_file(kc: &Kubeconfig) -> Option<&'static str> {
-    let users = kc.auth_infos.iter().filter_map(|a| a.auth_info.as_ref());
-    let clusters = kc.clusters.iter().filter_map(|c| c.cluster.as_ref());
-    for user in users {
-        match () {
-            _ if user.token_file.is_some() => return Some("tokenFile"),
-            _ if user.client_certificate.is_some() => return Some("client-certificate"),
-            _ if user.client_key.is_some() => return Some("client-key"),
-            _ => {}
-        }
-    }
-    clusters.into_iter().find(|c| c.certificate_authority.is_some()).map(|_| "certificate-authority")
+    let users = kc.auth_infos.iter().filter_map(|a| a.auth_info.as_ref()).flat_map(|u| {
+        [("tokenFile", &u.token_file), ("client-certificate", &u.client_certificate), ("client-key", &u.client_key)]
+    });
+    let clusters = kc
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref())
+        .map(|c| ("certificate-authority", &c.certificate_authority));
+    users.chain(clusters).find(|(_, path)| path.is_some()).map(|(field, _)| field)
 }
 
 #[cfg(test)]

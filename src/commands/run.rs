@@ -57,7 +57,6 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
     })
 }
 
-/// The webhook secret: refused when empty, since anyone could sign with an empty key.
 /// How the reconciler runs: the members, the source, and what the repository may touch.
 fn reconcile_settings(args: &RunArgs) -> anyhow::Result<crate::reconciler::Settings> {
     let reconcile = crate::reconciler::Settings {
@@ -102,6 +101,7 @@ fn run_source(args: &RunArgs) -> flotilla_core::inventory::Source {
     }
 }
 
+/// The webhook secret: refused when empty, since anyone could sign with an empty key.
 fn webhook_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
     let secret = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let secret = secret.trim_ascii().to_vec();

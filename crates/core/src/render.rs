@@ -72,8 +72,7 @@ pub fn render(
             let t = &loaded.templates[template];
             let policies = overrides::ordered_policies(&loaded, &index, t);
             let (loaded, by_name) = (&loaded, &by_name);
-            // Clusters that get the same rules and counts share one trial.
-            let mut tried: Vec<Trial> = Vec::new();
+            let mut trials = Trials::default();
             target.clusters.iter().map(move |(cluster, replicas)| {
                 let (at, member) = by_name[cluster.as_str()];
                 let rendered = Rendered {
@@ -87,19 +86,7 @@ pub fn render(
                 if rendered.overrides.is_empty() {
                     return Ok((at, rendered));
                 }
-                let same = |(r, c, o, _): &&(_, _, Vec<_>, _)| {
-                    (*r, *c, o.as_slice()) == (rendered.replicas, rendered.completions, rendered.overrides.as_slice())
-                };
-                let outcome = match tried.iter().find(same) {
-                    Some((.., outcome)) => outcome.clone(),
-                    None => {
-                        let outcome = trial(loaded, &rendered).map_err(|e| error_chain(&e));
-                        let key = (rendered.replicas, rendered.completions, rendered.overrides.clone());
-                        tried.push((key.0, key.1, key.2, outcome.clone()));
-                        outcome
-                    }
-                };
-                match outcome {
+                match trials.run(loaded, &rendered) {
                     Ok(()) => Ok((at, rendered)),
                     Err(message) => {
                         Err(Box::new(problem(t, Some(cluster.clone()), ProblemReason::OverrideFailed, message)))
@@ -108,6 +95,21 @@ pub fn render(
             })
         })
         .collect();
+    let clusters = by_cluster(&loaded, results, &mut problems);
+    problems.sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
+    // Templates no policy claimed may still travel as dependencies.
+    let unclaimed =
+        unclaimed.into_iter().filter(|i| !targets.contains_key(i)).map(|i| loaded.templates[i].key.clone()).collect();
+    Plan { revision, loaded, clusters, problems, placements, unclaimed }
+}
+
+/// Rendered entries grouped by cluster, each list in template order; failures join
+/// `problems`.
+fn by_cluster(
+    loaded: &Loaded,
+    results: Vec<Result<(usize, Rendered), Box<Problem>>>,
+    problems: &mut Vec<Problem>,
+) -> BTreeMap<String, Vec<Rendered>> {
     let mut per_cluster: Vec<Vec<Rendered>> = vec![Vec::new(); loaded.clusters.len()];
     for result in results {
         match result {
@@ -115,7 +117,7 @@ pub fn render(
             Err(p) => problems.push(*p),
         }
     }
-    let clusters: BTreeMap<String, Vec<Rendered>> = loaded
+    loaded
         .clusters
         .iter()
         .zip(per_cluster)
@@ -123,12 +125,28 @@ pub fn render(
             items.sort_by_key(|r| r.template);
             (c.name.clone(), items)
         })
-        .collect();
-    problems.sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
-    // Templates no policy claimed may still travel as dependencies.
-    let unclaimed =
-        unclaimed.into_iter().filter(|i| !targets.contains_key(i)).map(|i| loaded.templates[i].key.clone()).collect();
-    Plan { revision, loaded, clusters, problems, placements, unclaimed }
+        .collect()
+}
+
+/// Override trials of one template: clusters that get the same rules and counts share
+/// one trial.
+#[derive(Default)]
+struct Trials(Vec<Trial>);
+
+impl Trials {
+    /// Whether `rendered`'s overrides apply, trying them only for a combination not
+    /// tried yet.
+    fn run(&mut self, loaded: &Loaded, rendered: &Rendered) -> Result<(), String> {
+        let same = |(r, c, o, _): &&Trial| {
+            (*r, *c, o.as_slice()) == (rendered.replicas, rendered.completions, rendered.overrides.as_slice())
+        };
+        if let Some((.., outcome)) = self.0.iter().find(same) {
+            return outcome.clone();
+        }
+        let outcome = trial(loaded, rendered).map_err(|e| error_chain(&e));
+        self.0.push((rendered.replicas, rendered.completions, rendered.overrides.clone(), outcome.clone()));
+        outcome
+    }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

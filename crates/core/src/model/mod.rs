@@ -4,6 +4,7 @@ pub mod autoscale;
 pub mod cluster;
 pub mod names;
 pub mod object;
+pub mod override_policy;
 pub mod plan;
 pub mod policy;
 pub mod repo;

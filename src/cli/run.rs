@@ -1,0 +1,131 @@
+//! The flags of `flotilla run`: the controller and its agents.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{ReconcileArgs, duration};
+/// `flotilla run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Repository: a URL (`file://`, `git://`) fetched into a cache, or a local path.
+    #[arg(long, env = "FLOTILLA_REPO")]
+    pub repo: String,
+    /// Branch to follow.
+    #[arg(long, default_value = "main", env = "FLOTILLA_BRANCH")]
+    pub branch: String,
+    /// Subdirectory of the repository holding the fleet.
+    #[arg(long, default_value = "", env = "FLOTILLA_PATH")]
+    pub path: String,
+    /// Apply only heads signed with an SSH key listed in this allowed-signers file
+    /// (ssh-keygen's format, as Git's `gpg.ssh.allowedSignersFile`); an unsigned or
+    /// unknown head is not applied and the last good revision stays. List the
+    /// write-back key too (`--writeback-signing-key`).
+    #[arg(long, value_name = "ALLOWED_SIGNERS")]
+    pub verify_commits: Option<PathBuf>,
+    /// Apply only heads signed with an OpenPGP key of this keyring (`gpg --export`,
+    /// armored or binary); with `--verify-commits`, either kind of signature passes.
+    #[arg(long, value_name = "KEYRING")]
+    pub verify_commits_keyring: Option<PathBuf>,
+    /// Sign write-back commits with this SSH private key (as `git commit -S` with
+    /// `gpg.format ssh`), so they pass `--verify-commits`.
+    #[arg(long, value_name = "FILE")]
+    pub writeback_signing_key: Option<PathBuf>,
+    /// What this instance may touch (see `flotilla apply --help`); a ConfigMap or
+    /// Secret in the controller's namespace, mounted as a file, in-cluster.
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_SCOPE")]
+    pub scope: Option<PathBuf>,
+    /// Time between fetches (`30s`, `5m`, `1h`; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    pub interval: Duration,
+    /// Time between reconciles when Git does not move (drift correction).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
+    pub resync: Duration,
+    /// Kubeconfig with one context per member cluster (re-read every cycle). With
+    /// --agent and without this, the member is the cluster the agent runs in.
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG", required_unless_present_any = ["member_secrets", "agent"])]
+    pub kubeconfig: Option<PathBuf>,
+    /// Take member credentials from Secrets in --namespace of the host cluster, one per
+    /// member, labelled `flotilla.dev/cluster=<name>`, holding a kubeconfig under `kubeconfig`.
+    #[arg(long, conflicts_with = "agent")]
+    pub member_secrets: bool,
+    /// Pull mode: run as the agent of this one member (declared `syncMode: Pull`),
+    /// applying only its share, usually from inside it. Push controllers never contact
+    /// Pull members; agents do not run the autoscaler.
+    #[arg(long, value_name = "CLUSTER")]
+    pub agent: Option<String>,
+    /// Address for /healthz, /readyz, /metrics, /status (and webhooks, unless
+    /// --webhook-listen serves them apart).
+    #[arg(long, default_value = "127.0.0.1:8080", env = "FLOTILLA_LISTEN")]
+    pub listen: String,
+    /// Serve webhooks on this address only, so exposing them (an Ingress) does not
+    /// expose /status and /metrics.
+    #[arg(long, value_name = "ADDR", env = "FLOTILLA_WEBHOOK_LISTEN", requires = "webhook_secret_file")]
+    pub webhook_listen: Option<String>,
+    /// File holding the webhook secret (HMAC key / GitLab token); without it webhooks are off.
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_WEBHOOK_SECRET_FILE")]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Where fetched repositories are cached.
+    #[arg(long, value_name = "DIR", env = "FLOTILLA_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub git: GitArgs,
+    #[command(flatten)]
+    pub reconcile: ReconcileArgs,
+    /// Run only while holding a Lease in the host cluster, so replicas can stand by.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Kubeconfig of the host cluster that holds the Lease (default: in-cluster config).
+    #[arg(long, value_name = "FILE")]
+    pub host_kubeconfig: Option<PathBuf>,
+    /// Context of the host kubeconfig.
+    #[arg(long, value_name = "NAME", requires = "host_kubeconfig")]
+    pub host_context: Option<String>,
+    /// The controller's namespace in the host cluster: its Lease and member Secrets.
+    #[arg(long, alias = "lease-namespace", default_value = "flotilla-system", env = "POD_NAMESPACE")]
+    pub namespace: String,
+    /// How long a lease stays valid without renewal; a standby takes over after it.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
+    pub lease_duration: Duration,
+    /// How long the leader keeps leading (and writing) without renewing the lease; it
+    /// stops before a standby may take over (default: two thirds of --lease-duration).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub lease_renew_deadline: Option<Duration>,
+    /// Time between attempts to acquire or renew the lease (default: 2/15 of
+    /// --lease-duration, as client-go's 2s of 15s).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub lease_retry_period: Option<Duration>,
+    /// Time between autoscaler syncs (FederatedHPA and CronFederatedHPA).
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
+    pub autoscale_interval: Duration,
+    /// Where autoscaler decisions go: a commit to the branch, a ConfigMap in the host
+    /// cluster that renders read, or nowhere (report only).
+    #[arg(long, value_enum, default_value = "git")]
+    pub writeback: crate::autoscaler::Writeback,
+    /// Author of write-back commits, `Name <email>`.
+    #[arg(long, value_name = "IDENTITY", default_value = "flotilla-autoscaler <autoscaler@flotilla.invalid>")]
+    pub writeback_author: String,
+    /// Seconds a scale-down waits for (without `behavior.scaleDown.stabilizationWindowSeconds`).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub downscale_stabilization: i64,
+}
+
+/// Credentials for a remote repository, read from files (mount a Secret there). https
+/// remotes are verified against the system's CAs; point `SSL_CERT_FILE` at a PEM bundle
+/// to trust a private CA (OpenSSL's own variable).
+#[derive(Debug, Args)]
+pub struct GitArgs {
+    /// User name for https remotes (default: from the URL, else `git`).
+    #[arg(long, value_name = "NAME", env = "FLOTILLA_GIT_USERNAME")]
+    pub git_username: Option<String>,
+    /// File holding the password or access token for https remotes.
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_GIT_PASSWORD_FILE")]
+    pub git_password_file: Option<PathBuf>,
+    /// Private key for ssh remotes (no passphrase).
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_GIT_SSH_KEY_FILE")]
+    pub git_ssh_key_file: Option<PathBuf>,
+    /// known_hosts listing the ssh server's key; required for ssh remotes.
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_GIT_KNOWN_HOSTS_FILE")]
+    pub git_known_hosts_file: Option<PathBuf>,
+}
