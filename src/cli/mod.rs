@@ -89,7 +89,17 @@ pub struct GetArgs {
     /// Kubeconfig with one context per member cluster.
     #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
     pub kubeconfig: PathBuf,
-    /// Trust kubeconfig credential plugins (exec, auth-provider).
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    /// How long a request may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub request_timeout: Duration,
+}
+
+/// What member credentials and transports may be trusted (`get`, `apply`, `run`).
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// Trust kubeconfig credential plugins (exec, auth-provider), which run programs.
     #[arg(long)]
     pub allow_exec_plugins: bool,
     /// Trust kubeconfig clusters that skip TLS verification.
@@ -100,9 +110,17 @@ pub struct GetArgs {
     /// reads credentials and changes what is applied).
     #[arg(long)]
     pub insecure_allow_http: bool,
-    /// How long a request may take.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
-    pub request_timeout: Duration,
+}
+
+impl TrustArgs {
+    /// The trust a member client is built with.
+    pub fn trust(&self) -> crate::clusters::connect::Trust {
+        crate::clusters::connect::Trust {
+            exec_plugins: self.allow_exec_plugins,
+            insecure_tls: self.allow_insecure_tls,
+            insecure_http: self.insecure_allow_http,
+        }
+    }
 }
 
 /// `flotilla apply`.
@@ -140,17 +158,8 @@ pub struct ReconcileArgs {
     /// Flux's serviceAccountName). The credentials must allow impersonating it.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = service_account)]
     pub service_account: Option<String>,
-    /// Trust kubeconfig credential plugins (exec, auth-provider), which run programs.
-    #[arg(long)]
-    pub allow_exec_plugins: bool,
-    /// Trust kubeconfig clusters that skip TLS verification.
-    #[arg(long)]
-    pub allow_insecure_tls: bool,
-    /// Allow plain-text transports: http:// API servers and, for `run`, git:// and
-    /// http:// repositories (no confidentiality or integrity: a network in the middle
-    /// reads credentials and changes what is applied).
-    #[arg(long)]
-    pub insecure_allow_http: bool,
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// Requests in flight per cluster.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,

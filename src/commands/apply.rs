@@ -31,11 +31,7 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         pool: &pool,
         instance: &args.reconcile.instance,
-        trust: clusters::connect::Trust {
-            exec_plugins: args.reconcile.allow_exec_plugins,
-            insecure_tls: args.reconcile.allow_insecure_tls,
-            insecure_http: args.reconcile.insecure_allow_http,
-        },
+        trust: args.reconcile.trust.trust(),
         budget: flotilla_core::diff::PruneBudget { force: args.force_prune, ..Default::default() },
         concurrency: args.reconcile.concurrency,
         request_timeout: args.reconcile.request_timeout,

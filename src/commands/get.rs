@@ -11,11 +11,7 @@ pub fn get(args: GetArgs) -> anyhow::Result<Outcome> {
     } else {
         args.clusters.clone()
     };
-    let trust = clusters::connect::Trust {
-        exec_plugins: args.allow_exec_plugins,
-        insecure_tls: args.allow_insecure_tls,
-        insecure_http: args.insecure_allow_http,
-    };
+    let trust = args.trust.trust();
     let timeout = args.request_timeout;
     let namespace =
         if args.all_namespaces { None } else { Some(args.namespace.clone().unwrap_or_else(|| "default".into())) };

@@ -7,7 +7,6 @@ use anyhow::Context;
 use super::{Outcome, runtime};
 use crate::autoscaler;
 use crate::cli::RunArgs;
-use crate::clusters::connect::Trust;
 use crate::clusters::credentials::Credentials;
 use crate::controller::{self, Config};
 use crate::git::GitAuth;
@@ -20,7 +19,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
 }
 
 fn config(args: RunArgs) -> anyhow::Result<Config> {
-    crate::git::check_transport(&args.repo, args.reconcile.insecure_allow_http).map_err(anyhow::Error::msg)?;
+    crate::git::check_transport(&args.repo, args.reconcile.trust.insecure_allow_http).map_err(anyhow::Error::msg)?;
     let webhook_secret = args.webhook_secret_file.as_deref().map(webhook_secret).transpose()?;
     let reconcile = reconcile_settings(&args)?;
     let credentials = match (&args.kubeconfig, &args.agent) {
@@ -65,11 +64,7 @@ fn reconcile_settings(args: &RunArgs) -> anyhow::Result<crate::reconciler::Setti
         resync: args.resync,
         agent: args.agent.clone(),
         instance: args.reconcile.instance.clone(),
-        trust: Trust {
-            exec_plugins: args.reconcile.allow_exec_plugins,
-            insecure_tls: args.reconcile.allow_insecure_tls,
-            insecure_http: args.reconcile.insecure_allow_http,
-        },
+        trust: args.reconcile.trust.trust(),
         concurrency: args.reconcile.concurrency,
         request_timeout: args.reconcile.request_timeout,
         cluster_timeout: args.reconcile.cluster_timeout,
