@@ -231,6 +231,10 @@ pub struct DiffArgs {
     /// Render both revisions within this scope (see `flotilla apply --help`).
     #[arg(long, value_name = "FILE")]
     pub scope: Option<PathBuf>,
+    /// Also write the whole diff as JSON here (a markdown comment that runs over its
+    /// budget points to it).
+    #[arg(long, value_name = "FILE")]
+    pub plan_file: Option<PathBuf>,
 }
 
 /// `flotilla diff` output formats.
@@ -240,6 +244,8 @@ pub enum DiffFormat {
     Text,
     /// `{"from", "to", "clusters": {NAME: {"added", "changed", "removed"}}, "problems"}`.
     Json,
+    /// A pull-request comment: summary table, collapsible diffs, under 60,000 characters.
+    Markdown,
 }
 
 /// Output formats.

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use anyhow::Context;
-use flotilla_core::plan_diff::{self, PlanDiff};
+use flotilla_core::plan_diff::{self, PlanDiff, markdown};
 
 use super::{Outcome, plan};
 use crate::cli::{DiffArgs, DiffFormat, SourceArgs};
@@ -20,6 +20,10 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
     };
     let (from, to) = (render(&args.from)?, render(&args.to)?);
     let diff = plan_diff::diff(&from, &to, &args.clusters);
+    if let Some(file) = &args.plan_file {
+        let json = serde_json::to_vec_pretty(&diff).context("cannot write the diff")?;
+        std::fs::write(file, json).with_context(|| format!("cannot write {}", file.display()))?;
+    }
     let mut stdout = std::io::stdout().lock();
     match args.format {
         DiffFormat::Json => {
@@ -27,6 +31,14 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
             writeln!(stdout)?;
         }
         DiffFormat::Text => stdout.write_all(text(&diff).as_bytes())?,
+        DiffFormat::Markdown => {
+            let full_plan = match &args.plan_file {
+                Some(file) => format!("`{}`", file.display()),
+                None => format!("`flotilla diff --from {} --to {} -o json`", args.from, args.to),
+            };
+            let comment = markdown::Comment { full_plan: &full_plan, ..Default::default() };
+            stdout.write_all(markdown::markdown(&diff, &comment).as_bytes())?;
+        }
     }
     Ok(if args.exit_code && !diff.is_empty() { Outcome::Problems } else { Outcome::Clean })
 }
@@ -44,11 +56,20 @@ fn text(diff: &PlanDiff) -> String {
         out += &format!("{cluster}\n");
         for e in &changes.added {
             out += &format!("  + {}\n", object(e));
+            for rule in &e.overrides {
+                out += &format!("      override {rule}\n");
+            }
         }
         for c in &changes.changed {
             out += &format!("  ~ {}\n", object(&c.object));
             for f in &c.fields {
                 out += &format!("      {}: {} → {}\n", f.path, show(&f.from), show(&f.to));
+            }
+            for rule in &c.overrides_added {
+                out += &format!("      override now applies: {rule}\n");
+            }
+            for rule in &c.overrides_removed {
+                out += &format!("      override no longer applies: {rule}\n");
             }
         }
         for e in &changes.removed {

@@ -6,6 +6,8 @@
 //! shown as `++++++++` (Argo CD's mask; `+++++++++` for a changed value), so a diff says
 //! that a value changed, not what it became.
 
+pub mod markdown;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -17,7 +19,7 @@ use crate::model::{ObjectKey, Plan, Problem};
 pub const MASK: &str = "++++++++";
 
 /// Two renders compared (`-o json` is this, serialised).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PlanDiff {
     /// The earlier revision.
     pub from: String,
@@ -56,6 +58,10 @@ pub struct Entry {
     /// `spec.replicas` of an added or removed workload, on the side it exists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i64>,
+    /// Override rules applied to an added or removed object, on the side it exists
+    /// (`OverridePolicy ns/name rule N`, in the order they apply).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
 }
 
 /// A changed object and its changed fields.
@@ -66,6 +72,12 @@ pub struct Changed {
     pub object: Entry,
     /// The fields that differ, in document order.
     pub fields: Vec<FieldChange>,
+    /// Override rules that apply in the later render and did not in the earlier.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overrides_added: Vec<String>,
+    /// Override rules that applied in the earlier render and no longer do.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overrides_removed: Vec<String>,
 }
 
 /// One field that differs: absent on one side when added or removed.
@@ -89,14 +101,26 @@ impl From<&ObjectKey> for Entry {
             namespace: key.namespace.clone().unwrap_or_default(),
             name: key.name.clone(),
             replicas: None,
+            overrides: Vec::new(),
         }
     }
 }
 
 impl Entry {
-    fn placed(key: &ObjectKey, manifest: &Value) -> Self {
-        Entry { replicas: manifest.pointer("/spec/replicas").and_then(Value::as_i64), ..Entry::from(key) }
+    fn placed(key: &ObjectKey, side: &Side) -> Self {
+        Entry {
+            replicas: side.manifest.pointer("/spec/replicas").and_then(Value::as_i64),
+            overrides: side.overrides.clone(),
+            ..Entry::from(key)
+        }
     }
+}
+
+/// One object of one cluster in one render: its manifest and the override rules that
+/// made it.
+struct Side {
+    manifest: Value,
+    overrides: Vec<String>,
 }
 
 impl PlanDiff {
@@ -115,17 +139,10 @@ pub fn diff(from: &Plan, to: &Plan, only: &[String]) -> PlanDiff {
     for name in names.into_iter().filter(|n| only.is_empty() || only.contains(n)) {
         let (before, after) = (manifests(from, name), manifests(to, name));
         let mut cluster = ClusterDiff::default();
-        for (key, manifest) in &after {
+        for (key, side) in &after {
             match before.get(key) {
-                None => cluster.added.push(Entry::placed(key, manifest)),
-                Some(old) => {
-                    let mut fields = Vec::new();
-                    let (old, new) = masked(key, old, manifest);
-                    fields_between(&old, &new, &mut String::new(), &mut fields);
-                    if !fields.is_empty() {
-                        cluster.changed.push(Changed { object: Entry::from(key), fields });
-                    }
-                }
+                None => cluster.added.push(Entry::placed(key, side)),
+                Some(old) => cluster.changed.extend(changed(key, old, side)),
             }
         }
         cluster.removed =
@@ -145,12 +162,33 @@ pub fn diff(from: &Plan, to: &Plan, only: &[String]) -> PlanDiff {
     PlanDiff { from: from.revision.clone(), to: to.revision.clone(), clusters, problems }
 }
 
-fn manifests(plan: &Plan, cluster: &str) -> BTreeMap<ObjectKey, Value> {
+/// How one object differs between two sides, if it does.
+fn changed(key: &ObjectKey, old: &Side, new: &Side) -> Option<Changed> {
+    let mut fields = Vec::new();
+    let (before, after) = masked(key, &old.manifest, &new.manifest);
+    fields_between(&before, &after, &mut String::new(), &mut fields);
+    let missing = |a: &Side, b: &Side| -> Vec<String> {
+        a.overrides.iter().filter(|rule| !b.overrides.contains(rule)).cloned().collect()
+    };
+    let (overrides_added, overrides_removed) = (missing(new, old), missing(old, new));
+    let any = !fields.is_empty() || !overrides_added.is_empty() || !overrides_removed.is_empty();
+    any.then(|| Changed { object: Entry::from(key), fields, overrides_added, overrides_removed })
+}
+
+fn manifests(plan: &Plan, cluster: &str) -> BTreeMap<ObjectKey, Side> {
+    let rule = |r: &crate::overrides::RuleRef| {
+        let policy = &plan.loaded.override_policies[r.policy];
+        format!("{} rule {}", policy.describe("OverridePolicy", "ClusterOverridePolicy"), r.rule)
+    };
     plan.clusters
         .get(cluster)
         .into_iter()
         .flatten()
-        .filter_map(|item| Some((plan.loaded.templates[item.template].key.clone(), plan.manifest(item).ok()?)))
+        .filter_map(|item| {
+            let side =
+                Side { manifest: plan.manifest(item).ok()?, overrides: item.overrides.iter().map(rule).collect() };
+            Some((plan.loaded.templates[item.template].key.clone(), side))
+        })
         .collect()
 }
 
@@ -283,6 +321,17 @@ mod tests {
         assert_eq!((change.object.kind.as_str(), change.fields[0].path.as_str()), ("Secret", "stringData.password"));
         assert!(change.fields[0].from.as_ref().unwrap().as_str().unwrap().starts_with(MASK));
         assert_ne!(change.fields[0].from, change.fields[0].to);
+    }
+
+    #[test]
+    fn override_rules_that_start_to_apply_are_named() {
+        let mut with = plan("r2", 1, "x", "");
+        with.text += "---\napiVersion: policy.karmada.io/v1alpha1\nkind: OverridePolicy\nmetadata: {name: tag, namespace: default}\nspec:\n  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment}]\n  overrideRules:\n  - targetCluster: {clusterNames: [m1]}\n    overriders: {labelsOverrider: [{operator: add, value: {tier: web}}]}\n";
+        let d = diff(&plan("r1", 1, "x", "").plan(), &with.plan(), &[]);
+        let web = &d.clusters["m1"].changed[0];
+        assert_eq!(web.overrides_added, ["OverridePolicy default/tag rule 0"]);
+        assert_eq!(web.fields[0].path, "metadata.labels.tier");
+        assert!(!d.clusters.contains_key("m2"), "the rule targets m1 only");
     }
 
     #[test]
