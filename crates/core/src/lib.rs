@@ -27,6 +27,7 @@ pub mod model;
 pub mod overrides;
 pub mod ownership;
 pub mod plan_diff;
+pub mod preview;
 pub mod project;
 pub mod render;
 pub mod schedule;
