@@ -15,11 +15,12 @@ command -v go >/dev/null || { echo "build-tools: Go (>= 1.26, from go.dev or the
 go_minor=$(go env GOVERSION | sed -nE 's/^go1\.([0-9]+).*/\1/p')
 [ "${go_minor:-0}" -ge 26 ] || { echo "build-tools: Go >= 1.26 is required, found $(go env GOVERSION)" >&2; exit 1; }
 
-# build MODULE_DIR VERSION_LDFLAGS PACKAGE...
+# build MODULE_DIR VERSION_LDFLAGS PACKAGE... (TAGS and CGO_ENABLED from the caller's
+# environment, for the one module that needs them)
 build() {
   local dir=$1 ldflags=$2; shift 2
   local stamp="$bin/.stamp-$(basename "$dir")"
-  local want; want=$( (cat "$dir/go.mod" "$dir/go.sum" $(ls "$dir"/*.go 2>/dev/null); echo "$ldflags"; go version) | sha256sum | cut -c1-16)
+  local want; want=$( (cat "$dir/go.mod" "$dir/go.sum" $(ls "$dir"/*.go 2>/dev/null); echo "$ldflags ${TAGS:-} $CGO_ENABLED"; go version) | sha256sum | cut -c1-16)
   local missing=0
   for pkg in "$@"; do [ -x "$bin/$(basename "$pkg")" ] || missing=1; done
   if [ "$missing" = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -27,7 +28,7 @@ build() {
   fi
   echo "build-tools: building $* (module $(basename "$dir"))" >&2
   local start=$SECONDS
-  (cd "$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$bin/" "$@")
+  (cd "$dir" && go build -trimpath -tags "${TAGS:-}" -ldflags "-s -w $ldflags" -o "$bin/" "$@")
   echo "$want" > "$stamp"
   echo "build-tools: $(basename "$dir") built in $((SECONDS - start)) s" >&2
 }
@@ -40,4 +41,14 @@ build "$here/tools/kubernetes" \
   "-X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
 build "$here/tools/kwok" "" sigs.k8s.io/kwok/cmd/kwok
+# Gitea, the forge of the preview tests: SQLite needs cgo (a C compiler). It reads its
+# locales and templates from disk (no bindata), copied next to the binary.
+command -v cc >/dev/null || { echo "build-tools: a C compiler (cc) is required to build Gitea with SQLite: apt-get install gcc" >&2; exit 1; }
+CGO_ENABLED=1 TAGS="sqlite sqlite_unlock_notify" build "$here/tools/gitea" "" code.gitea.io/gitea
+gitea_src=$(cd "$here/tools/gitea" && go list -m -f '{{.Dir}}' code.gitea.io/gitea)
+if [ ! -f "$bin/gitea-static/.from" ] || [ "$(cat "$bin/gitea-static/.from")" != "$gitea_src" ]; then
+  rm -rf "$bin/gitea-static" && mkdir -p "$bin/gitea-static"
+  cp -r "$gitea_src/options" "$gitea_src/templates" "$bin/gitea-static/"
+  chmod -R u+w "$bin/gitea-static" && echo "$gitea_src" > "$bin/gitea-static/.from"
+fi
 echo "$bin"

@@ -109,6 +109,45 @@ pub struct RunArgs {
     /// Seconds a scale-down waits for (without `behavior.scaleDown.stabilizationWindowSeconds`).
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub downscale_stabilization: i64,
+    #[command(flatten)]
+    pub previews: PreviewArgs,
+}
+
+/// Pull-request plans and preview environments (`--previews`).
+#[derive(Debug, Args)]
+pub struct PreviewArgs {
+    /// Follow the pull requests of the repository on a forge: a plan comment and
+    /// statuses on every new head, and preview environments for labelled ones.
+    #[arg(long, requires_all = ["forge", "forge_api", "forge_repo", "forge_token_file"])]
+    pub previews: bool,
+    /// Which forge the repository is on.
+    #[arg(long, value_enum)]
+    pub forge: Option<crate::forge::Kind>,
+    /// The forge's API root: `https://api.github.com`, `https://gitlab.example/api/v4`,
+    /// `https://gitea.example/api/v1`.
+    #[arg(long, value_name = "URL")]
+    pub forge_api: Option<String>,
+    /// The repository on the forge: `owner/name` (GitLab: the project's path or id).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub forge_repo: Option<String>,
+    /// File holding the forge token (comments and statuses; read access to the repository).
+    #[arg(long, value_name = "FILE")]
+    pub forge_token_file: Option<PathBuf>,
+    /// The label that asks for a preview environment.
+    #[arg(long, default_value = "preview")]
+    pub preview_label: String,
+    /// A preview without a push for this long is removed.
+    #[arg(long, value_name = "DURATION", default_value = "168h", value_parser = duration)]
+    pub preview_ttl: Duration,
+    /// Previews running at once; more wait for a free slot (their plans are posted).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub max_previews: usize,
+    /// Plan draft pull requests too.
+    #[arg(long)]
+    pub preview_drafts: bool,
+    /// Time between polls of the forge (webhooks make changes arrive at once).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    pub preview_poll_interval: Duration,
 }
 
 /// Credentials for a remote repository, read from files (mount a Secret there). https

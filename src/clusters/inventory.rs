@@ -109,6 +109,23 @@ pub async fn write(client: &Client, instance: &str, inventory: &Inventory) -> Re
     Ok(())
 }
 
+/// Deletes an instance's inventory (its parts, then the head), once nothing it lists is
+/// left: a teardown's last step.
+pub async fn remove(client: &Client, instance: &str) -> Result<(), InventoryError> {
+    let name = name(instance);
+    let failed = |e| InventoryError::Api(name.clone(), e);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    let parts = api.list(&ListParams::default().labels(&format!("{PART_LABEL}={instance}"))).await.map_err(failed)?;
+    for part in parts.items.into_iter().filter_map(|cm| cm.metadata.name).chain([name.clone()]) {
+        match api.delete(&part, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(failed(e)),
+        }
+    }
+    Ok(())
+}
+
 async fn ensure_namespace(client: &Client) -> Result<(), kube::Error> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     if namespaces.get_opt(NAMESPACE).await?.is_some() {

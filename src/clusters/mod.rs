@@ -137,6 +137,44 @@ async fn attempt(
     options: Options<'_>,
     progress: Option<indicatif::ProgressBar>,
 ) -> Result<Report, Failure> {
+    let (client, acting) = clients(kubeconfig, cluster, options).await?;
+    let autoscaled = apply::autoscaled(&client).await.map_err(|e| Failure::of(e, true))?;
+    let context = finish::Context { instance: options.instance, autoscaled: &autoscaled };
+    let share = finish::finish(plan, cluster, context).map_err(|e| Failure::of(e, false))?;
+    if let Some(bar) = &progress {
+        bar.set_message("applying");
+    }
+    let settings = settings(options, cluster, acting, progress);
+    apply::reconcile(&client, &plan.revision, share, settings).await.map_err(failure)
+}
+
+/// Removes everything `options.instance` applied from each named cluster (a preview that
+/// ended), with the same retries and timeouts as a reconcile; one outcome per cluster.
+pub async fn teardown_all(
+    kubeconfig: &Kubeconfig,
+    clusters: &[String],
+    options: Options<'_>,
+) -> Vec<(String, Outcome)> {
+    let runs = clusters.iter().map(|cluster| async move {
+        let outcome =
+            with_retries(options.cluster_timeout, cluster, || teardown_one(kubeconfig, cluster, options)).await;
+        (cluster.clone(), outcome)
+    });
+    futures::future::join_all(runs).await
+}
+
+async fn teardown_one(kubeconfig: &Kubeconfig, cluster: &str, options: Options<'_>) -> Result<Report, Failure> {
+    let (client, acting) = clients(kubeconfig, cluster, options).await?;
+    apply::teardown(&client, settings(options, cluster, acting, None)).await.map_err(failure)
+}
+
+/// The instance's own client for `cluster`, and the one objects are written with (the
+/// same, unless impersonating).
+async fn clients(
+    kubeconfig: &Kubeconfig,
+    cluster: &str,
+    options: Options<'_>,
+) -> Result<(kube::Client, kube::Client), Failure> {
     let pool = options.pool;
     let connect = |acting_as| pool.client(kubeconfig, cluster, options.trust, options.request_timeout, acting_as);
     let client = connect(None).await.map_err(|e| Failure::of(e, false))?;
@@ -144,13 +182,16 @@ async fn attempt(
         Some(user) => connect(Some(user)).await.map_err(|e| Failure::of(e, false))?,
         None => client.clone(),
     };
-    let autoscaled = apply::autoscaled(&client).await.map_err(|e| Failure::of(e, true))?;
-    let context = finish::Context { instance: options.instance, autoscaled: &autoscaled };
-    let share = finish::finish(plan, cluster, context).map_err(|e| Failure::of(e, false))?;
-    if let Some(bar) = &progress {
-        bar.set_message("applying");
-    }
-    let settings = Settings {
+    Ok((client, acting))
+}
+
+fn settings<'a>(
+    options: Options<'a>,
+    cluster: &'a str,
+    acting: kube::Client,
+    progress: Option<indicatif::ProgressBar>,
+) -> Settings<'a> {
+    Settings {
         instance: options.instance,
         budget: options.budget,
         concurrency: options.concurrency,
@@ -160,11 +201,14 @@ async fn attempt(
         adopt: options.adopt,
         scope: options.scope.map(|project| (cluster, project)),
         acting,
-    };
-    apply::reconcile(&client, &plan.revision, share, settings).await.map_err(|e| {
-        let retry = !matches!(e, apply::ReconcileError::OtherSource(..) | apply::ReconcileError::Fenced);
-        Failure::of(e, retry)
-    })
+    }
+}
+
+/// A whole-cluster failure; retried unless another source owns the inventory or the
+/// lease is lost.
+fn failure(e: apply::ReconcileError) -> Failure {
+    let retry = !matches!(e, apply::ReconcileError::OtherSource(..) | apply::ReconcileError::Fenced);
+    Failure::of(e, retry)
 }
 
 async fn with_retries<F, Fut>(limit: Duration, cluster: &str, mut run: F) -> Outcome

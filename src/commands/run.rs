@@ -39,7 +39,9 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         Some(_) => None,
         None => Some(autoscale(&args)?),
     };
+    let previews = previews(&args)?;
     Ok(Config {
+        previews,
         signing_key: args.writeback_signing_key.clone(),
         git_auth: git_auth(&args),
         cache_dir: args.cache_dir.clone().unwrap_or_else(default_cache_dir),
@@ -54,6 +56,34 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         webhook_secret,
         autoscale,
     })
+}
+
+/// The forge whose pull requests get plans and previews (`--previews`).
+fn previews(args: &RunArgs) -> anyhow::Result<Option<crate::previews::Follow>> {
+    let p = &args.previews;
+    if !p.previews {
+        return Ok(None);
+    }
+    anyhow::ensure!(args.agent.is_none(), "--previews runs in the push controller, not in a pull-mode agent");
+    let (Some(kind), Some(api), Some(repo), Some(token_file)) =
+        (p.forge, p.forge_api.as_deref(), p.forge_repo.as_deref(), p.forge_token_file.as_deref())
+    else {
+        unreachable!("clap requires --forge, --forge-api, --forge-repo and --forge-token-file with --previews")
+    };
+    crate::git::check_transport(api, args.reconcile.trust.insecure_allow_http).map_err(anyhow::Error::msg)?;
+    let token = std::fs::read_to_string(token_file)
+        .with_context(|| format!("cannot read the forge token file {}", token_file.display()))?;
+    let token = token.trim();
+    anyhow::ensure!(!token.is_empty(), "the forge token file {} is empty", token_file.display());
+    let forge = crate::forge::Forge::new(kind, api, repo, token)?;
+    let step = crate::previews::step::Settings {
+        base: args.branch.clone(),
+        label: p.preview_label.clone(),
+        drafts: p.preview_drafts,
+        ttl: p.preview_ttl.as_secs(),
+        max_previews: p.max_previews,
+    };
+    Ok(Some(crate::previews::Follow { forge, step, poll: p.preview_poll_interval }))
 }
 
 /// How the reconciler runs: the members, the source, and what the repository may touch.

@@ -52,6 +52,8 @@ pub struct Config {
     pub webhook_secret: Option<Vec<u8>>,
     /// The autoscaler (`None` for a pull-mode agent: one writer of replica counts).
     pub autoscale: Option<autoscaler::Settings>,
+    /// Pull-request plans and previews, when on.
+    pub previews: Option<crate::previews::Follow>,
 }
 
 /// What every loop shares.
@@ -69,7 +71,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let pool = Arc::new(Pool::counting(metrics.member_clients.clone()));
     let parts = Parts { metrics, board: Arc::default(), host: Arc::new(Host::new(config.host.clone())), pool };
     let (triggers, triggered) = mpsc::unbounded_channel();
-    serve(&config, &parts, Arc::new(registry), triggers.clone()).await?;
+    let (deliver, deliveries) = mpsc::unbounded_channel();
+    serve(&config, &parts, Arc::new(registry), triggers.clone(), deliver).await?;
 
     let (repo, branch, cache, auth) =
         (config.repo.clone(), config.branch.clone(), config.cache_dir.clone(), config.git_auth.clone());
@@ -89,6 +92,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let stop = shutdown_signal();
     let parse_cache = Arc::new(Mutex::new(Default::default()));
     let (rendered, plans) = watch::channel(None);
+    let plans_for_previews = plans.clone();
     let autoscaler = match &config.autoscale {
         Some(settings) => {
             let fence = leadership.fence();
@@ -100,6 +104,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             None
         }
     };
+    let previews = config.previews.map(|follow| {
+        let loop_ =
+            previews_loop(follow, &config.reconcile, &config.credentials, &parts, &git, &parse_cache, &leadership);
+        let inputs = crate::previews::Inputs {
+            deliveries,
+            rendered: plans_for_previews,
+            leading: leadership.subscribe(),
+            stop: stop.clone(),
+        };
+        loop_.run(inputs)
+    });
     let reconciler = Reconciler {
         settings: config.reconcile.clone(),
         git,
@@ -112,7 +127,15 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         parse_cache,
         fence: leadership.fence(),
     };
-    reconciler.run(Inputs { triggers: Some(triggered), leading: leadership.subscribe(), stop }).await;
+    // The preview loop runs beside the reconcile loop on this task (the member clients
+    // it shares are not all `Send` across every lifetime a spawned task would need).
+    let previewing = async {
+        if let Some(previews) = previews {
+            previews.await;
+        }
+    };
+    let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: leadership.subscribe(), stop });
+    tokio::join!(reconciling, previewing);
     info!("stopping");
     if let Some(task) = autoscaler {
         let _ = task.await;
@@ -127,6 +150,7 @@ async fn serve(
     parts: &Parts,
     registry: Arc<Registry>,
     triggers: mpsc::UnboundedSender<Trigger>,
+    pulls: mpsc::UnboundedSender<crate::forge::PullRequest>,
 ) -> anyhow::Result<()> {
     use crate::server;
     let bind = async |address: &str| {
@@ -135,14 +159,24 @@ async fn serve(
     let listener = bind(&config.listen).await?;
     let mut app = server::router(server::Endpoints { board: parts.board.clone(), registry });
     if let Some(secret) = config.webhook_secret.clone() {
-        let hooks = server::webhook::router(Webhooks {
-            secret,
+        let mut hooks = server::webhook::router(Webhooks {
+            secret: secret.clone(),
             branch: config.branch.clone(),
             metrics: parts.metrics.clone(),
             push: Box::new(move || {
                 let _ = triggers.send(Trigger::Fetch);
             }),
         });
+        if let Some(follow) = &config.previews {
+            hooks = hooks.merge(server::webhook::pulls_router(server::webhook::PullHooks {
+                kind: follow.forge.kind(),
+                secret,
+                metrics: parts.metrics.clone(),
+                deliver: Box::new(move |pull| {
+                    let _ = pulls.send(pull);
+                }),
+            }));
+        }
         match &config.webhook_listen {
             Some(address) => {
                 let webhook_listener = bind(address).await?;
@@ -155,6 +189,41 @@ async fn serve(
     info!(address = %listener.local_addr()?, "serving /healthz, /readyz, /metrics and /status");
     tokio::spawn(server::serve(listener, app, server::Limits::default()));
     Ok(())
+}
+
+/// The preview loop, applying previews as the reconcile loop applies production.
+fn previews_loop(
+    follow: crate::previews::Follow,
+    reconcile: &crate::reconciler::Settings,
+    credentials: &Credentials,
+    parts: &Parts,
+    git: &Git,
+    parse_cache: &Arc<Mutex<flotilla_core::load::ParseCache>>,
+    leadership: &Leadership,
+) -> crate::previews::Previews {
+    let apply = crate::previews::Apply {
+        trust: reconcile.trust,
+        concurrency: reconcile.concurrency,
+        request_timeout: reconcile.request_timeout,
+        cluster_timeout: reconcile.cluster_timeout,
+        source: reconcile.source.clone(),
+        acting_as: reconcile.acting_as.clone(),
+    };
+    let renderer = crate::rendering::Renderer {
+        git: git.clone(),
+        path: reconcile.path.clone(),
+        cache: parse_cache.clone(),
+        scope: reconcile.scope.clone(),
+    };
+    crate::previews::Previews {
+        settings: crate::previews::Settings { step: follow.step, poll: follow.poll, apply },
+        forge: follow.forge,
+        renderer,
+        credentials: credentials.clone(),
+        host: parts.host.clone(),
+        pool: parts.pool.clone(),
+        fence: leadership.fence(),
+    }
 }
 
 /// The autoscaler loop, writing where `--writeback` says and waking the reconcile loop

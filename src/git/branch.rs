@@ -66,25 +66,42 @@ impl Branch {
     /// pack to the cache and libgit2 keeps every pack open, so once packs pile up the
     /// cache is compacted into one.
     pub fn fetch(&mut self) -> Result<Revision, FetchError> {
+        let branch = format!("refs/heads/{}", self.branch);
         let local = format!("refs/remotes/origin/{}", self.branch);
-        if let Some(url) = &self.url {
-            let mut remote =
-                self.repo.remote_anonymous(url).map_err(failed(format!("invalid remote {}", redact(url))))?;
-            let refspec = format!("+refs/heads/{}:{local}", self.branch);
-            let mut options = FetchOptions::new();
-            options.remote_callbacks(self.auth.callbacks(url));
-            remote.fetch(&[refspec.as_str()], Some(&mut options), None).map_err(failed(format!(
-                "fetching {} from {}",
-                self.branch,
-                redact(url)
-            )))?;
-        }
-        let reference = if self.url.is_some() { local } else { format!("refs/heads/{}", self.branch) };
-        let oid = self.repo.refname_to_id(&reference).map_err(failed(format!("branch {} not found", self.branch)))?;
+        let oid = self.fetch_into(&branch, &local)?;
         if self.url.is_some() && packs(&self.pack_dir()).len() > MAX_PACKS {
             self.compact(oid).map_err(failed("compacting the repository cache"))?;
         }
         Ok(oid)
+    }
+
+    /// Fetches another ref of the same repository (a pull request's head,
+    /// `refs/pull/7/head`) and returns its commit; a local repository resolves it in
+    /// place. Compaction keeps only the branch's history, so such commits are fetched
+    /// again when needed.
+    pub fn fetch_ref(&mut self, remote_ref: &str) -> Result<Revision, FetchError> {
+        let local = format!("refs/flotilla/fetched/{}", remote_ref.trim_start_matches("refs/"));
+        self.fetch_into(remote_ref, &local)
+    }
+
+    fn fetch_into(&mut self, remote_ref: &str, local: &str) -> Result<Revision, FetchError> {
+        let Some(url) = &self.url else {
+            return self.repo.refname_to_id(remote_ref).map_err(failed(format!("{remote_ref} not found")));
+        };
+        let mut remote = self.repo.remote_anonymous(url).map_err(failed(format!("invalid remote {}", redact(url))))?;
+        let refspec = format!("+{remote_ref}:{local}");
+        let mut options = FetchOptions::new();
+        options.remote_callbacks(self.auth.callbacks(url));
+        let what = remote_ref.strip_prefix("refs/heads/").unwrap_or(remote_ref);
+        remote
+            .fetch(&[refspec.as_str()], Some(&mut options), None)
+            .map_err(failed(format!("fetching {what} from {}", redact(url))))?;
+        self.repo.refname_to_id(local).map_err(failed(format!("{what} not found")))
+    }
+
+    /// The best common ancestor of two commits (where a pull request branched off).
+    pub fn merge_base(&self, a: Revision, b: Revision) -> Result<Revision, FetchError> {
+        self.repo.merge_base(a, b).map_err(failed(format!("{a} and {b} share no history")))
     }
 
     fn pack_dir(&self) -> PathBuf {

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flotilla_core::model::{ClusterState, Limits, Plan};
+use flotilla_core::model::{ClusterState, Plan};
 use tracing::{error, info, warn};
 
 use super::Reconciler;
@@ -86,7 +86,13 @@ impl Reconciler {
             }
         }
         let clock = Instant::now();
-        let rendered = self.render_blocking(revision, state).await;
+        let renderer = crate::rendering::Renderer {
+            git: self.git.clone(),
+            path: self.settings.path.clone(),
+            cache: self.parse_cache.clone(),
+            scope: self.settings.scope.clone(),
+        };
+        let rendered = renderer.render(revision, state).await;
         self.metrics.render_seconds.observe(clock.elapsed().as_secs_f64());
         match rendered {
             Ok(plan) => {
@@ -106,30 +112,6 @@ impl Reconciler {
                 None
             }
         }
-    }
-
-    /// Reads the revision on the Git thread, then parses and plans on a blocking one.
-    async fn render_blocking(&self, revision: Revision, state: ClusterState) -> anyhow::Result<Plan> {
-        let (cache, prefix) = (self.parse_cache.clone(), self.settings.path.clone());
-        let files = self
-            .git
-            .run(move |branch| {
-                let cache = cache.lock().expect("parse cache lock");
-                branch.read(revision, &prefix, &Limits::default(), &cache)
-            })
-            .await??;
-        let (cache, scope) = (self.parse_cache.clone(), self.settings.scope.clone());
-        tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {
-            let limits = Limits::default();
-            let mut cache = cache.lock().expect("parse cache lock");
-            let loaded = flotilla_core::load::load_cached(&files, &mut cache, &limits)?;
-            let plan = flotilla_core::plan_loaded(loaded, files.revision, &state);
-            Ok(match scope {
-                Some(project) => flotilla_core::project::restrict(plan, &project),
-                None => plan,
-            })
-        })
-        .await?
     }
 
     /// Records each cluster's outcome in metrics and `/status`; returns how many failed.

@@ -31,6 +31,59 @@ pub struct Webhooks {
     pub push: Box<dyn Fn() + Send + Sync>,
 }
 
+/// What pull-request deliveries need (the preview loop).
+pub struct PullHooks {
+    /// Which forge sends them.
+    pub kind: crate::forge::Kind,
+    /// The shared secret.
+    pub secret: Vec<u8>,
+    /// Deliveries are counted here.
+    pub metrics: Arc<Metrics>,
+    /// Hands a pull request to the preview loop.
+    pub deliver: Box<dyn Fn(crate::forge::PullRequest) + Send + Sync>,
+}
+
+/// The pull-request webhook route, `/webhook/pulls`: GitHub and Gitea sign with
+/// `X-Hub-Signature-256`, GitLab sends its token.
+pub fn pulls_router(hooks: PullHooks) -> Router {
+    Router::new()
+        .route("/webhook/pulls", post(pulls))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(Arc::new(hooks))
+}
+
+async fn pulls(State(hooks): State<Arc<PullHooks>>, headers: HeaderMap, body: Bytes) -> Response {
+    use crate::forge::{Kind, hooks as forge_hooks};
+    let count = |outcome: &str| {
+        let labels = WebhookLabels { source: "pulls".into(), outcome: outcome.into() };
+        hooks.metrics.webhooks.get_or_create(&labels).inc();
+    };
+    let signed = match hooks.kind {
+        Kind::Github | Kind::Gitea => signature_valid(&hooks.secret, &body, header(&headers, "x-hub-signature-256")),
+        Kind::Gitlab => token_valid(&hooks.secret, header(&headers, "x-gitlab-token")),
+    };
+    if !signed {
+        count("bad_signature");
+        return (StatusCode::UNAUTHORIZED, "bad signature").into_response();
+    }
+    let event = header(&headers, forge_hooks::event_header(hooks.kind));
+    match forge_hooks::read(hooks.kind, event, &body) {
+        Ok(Some(pull)) => {
+            count("accepted");
+            (hooks.deliver)(pull);
+            (StatusCode::ACCEPTED, "planning").into_response()
+        }
+        Ok(None) => {
+            count("ignored");
+            (StatusCode::ACCEPTED, "not a pull request event").into_response()
+        }
+        Err(why) => {
+            count("malformed");
+            (StatusCode::BAD_REQUEST, why).into_response()
+        }
+    }
+}
+
 /// The webhook routes.
 pub fn router(webhooks: Webhooks) -> Router {
     Router::new()

@@ -172,6 +172,28 @@ pub async fn reconcile(
     Ok(report)
 }
 
+/// Removes everything an instance applied to this cluster (a preview that ended): every
+/// object its inventory lists that is still its own, in reverse apply order, then the
+/// inventory. A decision of the caller's, not of a render, so the empty-render and
+/// budget refusals do not apply; ownership and the opt-out annotations still do. An
+/// object that fails to go stays listed, and the next teardown tries again.
+pub async fn teardown(client: &Client, settings: Settings<'_>) -> Result<Report, ReconcileError> {
+    let mut report = Report::default();
+    let previous = inventory::read(client, settings.instance).await?;
+    check_source(previous.source.as_ref(), settings.source, settings.adopt)?;
+    let mut kinds = Kinds::new(client, &settings.acting);
+    let all = previous.objects.iter().cloned().collect();
+    let kept = delete::delete_selected(&mut kinds, all, &settings, &mut report).await?;
+    settings.fence()?;
+    if kept.is_empty() {
+        inventory::remove(client, settings.instance).await?;
+    } else {
+        let left = Inventory { objects: kept.into_iter().collect(), ..previous };
+        inventory::write(client, settings.instance, &left).await?;
+    }
+    Ok(report)
+}
+
 /// The inventory to prune from, if it is this source's. An unreadable one is replaced
 /// (so a member never stays stuck on it) and nothing is pruned from it, which the report
 /// says; `true` when that happens.

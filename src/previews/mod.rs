@@ -1,0 +1,412 @@
+//! The preview loop: pull requests of one repository on a forge get a plan comment and
+//! commit statuses on every new head, and, when labelled, a preview environment in the
+//! members (`pr-<N>-<namespace>`, inventory instance `pr-<N>`), removed when the pull
+//! request closes, loses the label, or goes a time to live without a push. Decisions
+//! are [`step`]'s; this module carries them out. Webhook deliveries arrive on a channel;
+//! the forge is polled as a fallback. Previews live in the members with their number,
+//! head and expiry as labels, so a restarted or new leader finds them there.
+
+pub mod step;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use flotilla_core::model::{ClusterState, ObjectKey, Plan};
+use flotilla_core::plan_diff::{self, markdown};
+use flotilla_core::preview::{self, EXPIRES_LABEL, HEAD_LABEL, PREVIEW_LABEL, Stamp};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams};
+use tokio::sync::{mpsc, watch};
+use tracing::{error, info, warn};
+
+use crate::clusters::connect::{Pool, Trust};
+use crate::clusters::credentials::Credentials;
+use crate::clusters::{self, Options};
+use crate::forge::{CommitState, Forge, PullRequest, Status};
+use crate::host::Host;
+use crate::leader::Fence;
+use crate::rendering::Renderer;
+use step::{Action, Event, Found, State};
+
+/// How previews are applied (as the reconcile loop applies production).
+#[derive(Debug, Clone)]
+pub struct Apply {
+    /// Which kubeconfig credentials to trust.
+    pub trust: Trust,
+    /// Requests in flight per cluster.
+    pub concurrency: usize,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+    /// Per-cluster timeout.
+    pub cluster_timeout: Duration,
+    /// The followed repository, recorded in each preview's inventory.
+    pub source: flotilla_core::inventory::Source,
+    /// The user objects are written as in each member, if any.
+    pub acting_as: Option<String>,
+}
+
+/// Which pull requests to follow, as the command line says.
+pub struct Follow {
+    /// The forge and repository.
+    pub forge: Forge,
+    /// What the decision follows.
+    pub step: step::Settings,
+    /// Time between polls of the forge.
+    pub poll: Duration,
+}
+
+/// Settings of the loop.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// What the decision follows.
+    pub step: step::Settings,
+    /// Time between polls of the forge.
+    pub poll: Duration,
+    /// How previews are applied.
+    pub apply: Apply,
+}
+
+/// What the loop works with.
+pub struct Previews {
+    /// Settings.
+    pub settings: Settings,
+    /// The forge the pull requests are on.
+    pub forge: Forge,
+    /// Renders revisions of the followed repository.
+    pub renderer: Renderer,
+    /// Member credentials.
+    pub credentials: Credentials,
+    /// The host cluster (member credentials may live there).
+    pub host: Arc<Host>,
+    /// Member clients.
+    pub pool: Arc<Pool>,
+    /// Writes only while leading.
+    pub fence: Fence,
+}
+
+/// What wakes the loop.
+pub struct Inputs {
+    /// Pull requests from webhook deliveries.
+    pub deliveries: mpsc::UnboundedReceiver<PullRequest>,
+    /// The production render: which members exist.
+    pub rendered: watch::Receiver<Option<Arc<Plan>>>,
+    /// Whether this instance leads.
+    pub leading: watch::Receiver<bool>,
+    /// Becomes true when the controller stops.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// The inventory instance of a pull request's preview.
+pub fn instance(number: u64) -> String {
+    format!("pr-{number}")
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl Previews {
+    /// Runs until `stop`. Nothing is decided before this instance leads and the
+    /// production render names the members; then the previews they hold are restored.
+    pub async fn run(self, mut inputs: Inputs) {
+        let mut state = State::default();
+        let mut restored = false;
+        let mut poll = tokio::time::interval(self.settings.poll);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let event = tokio::select! {
+                _ = inputs.stop.changed() => return,
+                Some(pull) = inputs.deliveries.recv() => Some(Event::Seen(pull)),
+                _ = poll.tick() => None,
+            };
+            if !*inputs.leading.borrow() || !self.fence.holds() {
+                restored = false;
+                continue;
+            }
+            let Some(members) = members(&inputs.rendered) else { continue };
+            let mut events = std::collections::VecDeque::new();
+            if !restored {
+                match self.restore(&members).await {
+                    Ok(found) => {
+                        info!(previews = found.len(), "previews found in the members");
+                        events.push_back(Event::Restored(found));
+                        restored = true;
+                    }
+                    Err(e) => {
+                        warn!(error = format!("{e:#}"), "cannot list the previews in the members; trying again");
+                        continue;
+                    }
+                }
+            }
+            match event {
+                Some(event) => events.push_back(event),
+                None => match self.forge.open_pulls().await {
+                    Ok(open) => events.extend([Event::Listed(open), Event::Tick(now())]),
+                    Err(e) => {
+                        warn!(error = %e, "cannot list the open pull requests");
+                        events.push_back(Event::Tick(now()));
+                    }
+                },
+            }
+            while let Some(event) = events.pop_front() {
+                for action in step::step(&mut state, &self.settings.step, event) {
+                    events.push_back(self.act(action, &members).await);
+                }
+            }
+        }
+    }
+
+    async fn act(&self, action: Action, members: &[String]) -> Event {
+        match action {
+            Action::Plan { pull, preview } => self.plan(&pull, preview).await,
+            Action::Teardown { number, why } => {
+                info!(pull = number, why, "removing the preview");
+                match self.teardown(number, members).await {
+                    Ok(()) => Event::TornDown { number },
+                    Err(e) => {
+                        warn!(pull = number, error = format!("{e:#}"), "preview not removed; trying again");
+                        Event::Failed { number }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Previews in the members, from their Namespaces' labels.
+    async fn restore(&self, members: &[String]) -> anyhow::Result<Vec<Found>> {
+        let kubeconfig = self.credentials.read(&self.host).await?;
+        let apply = &self.settings.apply;
+        let mut found = Vec::new();
+        for member in members {
+            let client = self.pool.client(&kubeconfig, member, apply.trust, apply.request_timeout, None).await?;
+            let namespaces: Api<Namespace> = Api::all(client);
+            for ns in namespaces.list(&ListParams::default().labels(PREVIEW_LABEL)).await?.items {
+                let labels = ns.metadata.labels.unwrap_or_default();
+                let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+                let (Ok(number), Ok(expires)) = (label(PREVIEW_LABEL).parse(), label(EXPIRES_LABEL).parse()) else {
+                    continue;
+                };
+                if !found.iter().any(|f: &Found| f.number == number) {
+                    found.push(Found { number, head: label(HEAD_LABEL), expires });
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Renders the head and the base it branched from, applies the preview when asked,
+    /// then posts the comment and the statuses.
+    async fn plan(&self, pull: &PullRequest, preview: bool) -> Event {
+        let (number, head) = (pull.number, pull.head.clone());
+        let failed = |e: anyhow::Error| {
+            warn!(pull = number, error = format!("{e:#}"), "plan not posted; trying again at the next poll");
+            Event::Failed { number }
+        };
+        let pending = status("flotilla/plan", CommitState::Pending, "rendering every cluster");
+        if let Err(e) = self.forge.set_status(&head, &pending).await {
+            return failed(e.into());
+        }
+        let revisions = match self.revisions(number).await {
+            Ok(r) => r,
+            Err(e) => return failed(e),
+        };
+        let head_plan = match self.renderer.render(revisions.head, ClusterState::default()).await {
+            Ok(plan) => plan,
+            Err(e) => return self.broken(pull, &format!("{e:#}")).await.unwrap_or_else(failed),
+        };
+        let base_plan = match self.renderer.render(revisions.base, ClusterState::default()).await {
+            Ok(plan) => plan,
+            // The base must have rendered once (it is the followed branch): show
+            // everything as new rather than nothing.
+            Err(e) => {
+                warn!(error = format!("{e:#}"), "the base of the pull request does not render");
+                Plan {
+                    revision: revisions.base.to_string(),
+                    loaded: Default::default(),
+                    clusters: Default::default(),
+                    problems: Vec::new(),
+                    placements: Default::default(),
+                    unclaimed: Vec::new(),
+                }
+            }
+        };
+        let diff = plan_diff::diff(&base_plan, &head_plan, &[]);
+        let mut notes = Vec::new();
+        let mut deployed = None;
+        if preview {
+            let expires = now() + self.settings.step.ttl;
+            let stamp = Stamp { number, head: revisions.head.to_string(), expires };
+            let (note, ok) = self.deploy(head_plan, &stamp).await;
+            notes.push(note);
+            if ok {
+                deployed = Some(expires);
+            }
+        } else if pull.labels.contains(&self.settings.step.label) {
+            let max = self.settings.step.max_previews;
+            notes.push(format!("**Preview** waiting: {max} previews already run (`--max-previews`)."));
+        }
+        let comment = markdown::Comment { notes: &notes, ..Default::default() };
+        let body = markdown::markdown(&diff, &comment);
+        let posted = async {
+            self.forge.upsert_comment(number, markdown::MARKER, &body).await?;
+            for status in statuses(&diff, preview && deployed.is_none()) {
+                self.forge.set_status(&head, &status).await?;
+            }
+            Ok::<_, crate::forge::ApiError>(())
+        };
+        match posted.await {
+            Ok(()) => {
+                info!(pull = number, head = %head, clusters = diff.clusters.len(), "plan posted");
+                Event::Planned { number, head, preview: deployed }
+            }
+            Err(e) => failed(e.into()),
+        }
+    }
+
+    /// A head that does not load: a failing status naming file and line, the error in
+    /// the comment, and nothing applied.
+    async fn broken(&self, pull: &PullRequest, error: &str) -> anyhow::Result<Event> {
+        warn!(pull = pull.number, error, "the pull request's head does not render");
+        let body = format!(
+            "{}\n### flotilla plan: `{}` does not render\n\nNothing is planned or applied for this head:\n\n```\n{}\n```\n",
+            markdown::MARKER,
+            &pull.head[..pull.head.len().min(12)],
+            error.replace("```", "'''")
+        );
+        self.forge.upsert_comment(pull.number, markdown::MARKER, &body).await?;
+        let status = status("flotilla/plan", CommitState::Failure, error);
+        self.forge.set_status(&pull.head, &status).await?;
+        Ok(Event::Planned { number: pull.number, head: pull.head.clone(), preview: None })
+    }
+
+    /// Fetches the pull request's head and the followed branch, and where they met.
+    async fn revisions(&self, number: u64) -> anyhow::Result<Revisions> {
+        let head_ref = self.forge.head_ref(number);
+        let found = self
+            .renderer
+            .git
+            .run(move |branch| -> anyhow::Result<Revisions> {
+                let head = branch.fetch_ref(&head_ref)?;
+                let main = branch.fetch()?;
+                Ok(Revisions { head, base: branch.merge_base(head, main)? })
+            })
+            .await??;
+        Ok(found)
+    }
+
+    /// Applies the preview to the members the head places objects on; the comment's
+    /// paragraph about it, and whether every member took it.
+    async fn deploy(&self, plan: Plan, stamp: &Stamp) -> (String, bool) {
+        let relocated = preview::relocate(plan, stamp);
+        let (push, _pull) = clusters::by_sync_mode(&relocated.plan);
+        let targets: Vec<String> = push
+            .into_iter()
+            .filter(|c| relocated.plan.clusters.get(c).is_some_and(|items| !items.is_empty()))
+            .collect();
+        let instance = instance(stamp.number);
+        let outcomes = match self.credentials.read(&self.host).await {
+            Ok(kubeconfig) => {
+                clusters::reconcile_all(&relocated.plan, &kubeconfig, &targets, self.options(&instance)).await
+            }
+            Err(e) => targets.iter().map(|t| (t.clone(), Err(format!("{e:#}")))).collect(),
+        };
+        let failures: Vec<String> =
+            outcomes.iter().filter_map(|(c, o)| o.as_ref().err().map(|e| format!("`{c}`: {e}"))).collect();
+        let namespaces: BTreeSet<&str> = relocated
+            .plan
+            .clusters
+            .values()
+            .flatten()
+            .filter_map(|i| relocated.plan.loaded.templates[i.template].key.namespace.as_deref())
+            .collect();
+        let mut note = format!(
+            "**Preview** of `{}` in {} ({}), until {} unless pushed again.",
+            &stamp.head[..stamp.head.len().min(12)],
+            list(&targets),
+            list(&namespaces.into_iter().map(str::to_owned).collect::<Vec<_>>()),
+            preview::expiry_text(stamp.expires)
+        );
+        if !relocated.left_out.is_empty() {
+            let left: Vec<String> = relocated.left_out.iter().map(ObjectKey::spelled).collect();
+            note += &format!(" Cluster-scoped objects are left out of previews: {}.", list(&left));
+        }
+        if !failures.is_empty() {
+            error!(pull = stamp.number, failures = failures.join("; "), "the preview was not applied everywhere");
+            note += &format!(" **Not applied** in {}.", failures.join("; "));
+        }
+        (note, failures.is_empty())
+    }
+
+    /// Removes pull request `number`'s preview from every member.
+    async fn teardown(&self, number: u64, members: &[String]) -> anyhow::Result<()> {
+        let kubeconfig = self.credentials.read(&self.host).await?;
+        let instance = instance(number);
+        let outcomes = clusters::teardown_all(&kubeconfig, members, self.options(&instance)).await;
+        let failed: Vec<String> =
+            outcomes.into_iter().filter_map(|(c, o)| o.err().map(|e| format!("{c}: {e}"))).collect();
+        anyhow::ensure!(failed.is_empty(), "{}", failed.join("; "));
+        Ok(())
+    }
+
+    fn options<'a>(&'a self, instance: &'a str) -> Options<'a> {
+        let apply = &self.settings.apply;
+        Options {
+            progress: false,
+            instance,
+            trust: apply.trust,
+            pool: &self.pool,
+            budget: Default::default(),
+            concurrency: apply.concurrency,
+            request_timeout: apply.request_timeout,
+            cluster_timeout: apply.cluster_timeout,
+            fence: &self.fence,
+            source: &apply.source,
+            adopt: false,
+            scope: self.renderer.scope.as_deref(),
+            acting_as: apply.acting_as.as_deref(),
+        }
+    }
+}
+
+/// The two revisions a pull request's plan compares.
+struct Revisions {
+    head: crate::git::Revision,
+    base: crate::git::Revision,
+}
+
+/// The Push members of the production render (previews are applied from here only).
+fn members(rendered: &watch::Receiver<Option<Arc<Plan>>>) -> Option<Vec<String>> {
+    rendered.borrow().as_ref().map(|plan| clusters::by_sync_mode(plan).0)
+}
+
+fn status(context: &str, state: CommitState, description: &str) -> Status {
+    Status { context: context.to_owned(), state, description: description.to_owned() }
+}
+
+/// One status per cluster that changes, and the summary (failing when a preview asked
+/// for could not be applied).
+fn statuses(diff: &plan_diff::PlanDiff, preview_failed: bool) -> Vec<Status> {
+    let mut all: Vec<Status> = diff
+        .clusters
+        .iter()
+        .map(|(name, c)| {
+            let line = format!("{} added, {} changed, {} removed", c.added.len(), c.changed.len(), c.removed.len());
+            status(&format!("flotilla/{name}"), CommitState::Success, &line)
+        })
+        .collect();
+    let summary = match (preview_failed, diff.clusters.len()) {
+        (true, _) => status("flotilla/plan", CommitState::Failure, "the preview could not be applied"),
+        (false, 0) => status("flotilla/plan", CommitState::Success, "no cluster changes"),
+        (false, n) => status("flotilla/plan", CommitState::Success, &format!("{n} clusters change")),
+    };
+    all.push(summary);
+    all
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        return "no cluster".into();
+    }
+    items.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+}
