@@ -6,11 +6,13 @@ mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir
 pub mod controller; // `flotilla run` with a real git daemon: follow, keep last good, webhooks
 mod e2e; // the member clusters themselves: real pods, readiness, isolation
 mod fence; // a leader cut off from its Lease stops writing before a standby leads
+mod gitea; // a real forge for the preview tests: Gitea built from its Go module
 mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields
 mod inventory; // the inventory: its source, recovery from corruption, parts past one ConfigMap
 mod members; // the member-cluster harness (hack/local-up.sh, per-test namespaces)
 mod outage; // failure and attack: a Git outage, slowloris clients, webhook listener, empty secret
 mod pipeline; // fixture repos rendered through the core, as YAML snapshots
+mod previews; // PR plans, statuses and preview environments on Gitea and real members
 mod pull; // pull mode: the push controller skips Pull members, their agents apply them
 mod remotes; // authenticated remotes: https with a token behind TLS, ssh with a key and known_hosts
 mod seeds; // the two seed tutorials' distributions
