@@ -77,8 +77,7 @@ impl Branch {
 
     /// Fetches another ref of the same repository (a pull request's head,
     /// `refs/pull/7/head`) and returns its commit; a local repository resolves it in
-    /// place. Compaction keeps only the branch's history, so such commits are fetched
-    /// again when needed.
+    /// place. It is kept under `refs/flotilla/fetched/`, which compaction keeps.
     pub fn fetch_ref(&mut self, remote_ref: &str) -> Result<Revision, FetchError> {
         let local = format!("refs/flotilla/fetched/{}", remote_ref.trim_start_matches("refs/"));
         self.fetch_into(remote_ref, &local)
@@ -108,8 +107,9 @@ impl Branch {
         self.repo.path().join("objects").join("pack")
     }
 
-    /// Writes one pack with everything reachable from `head`, removes the others, and
-    /// reopens the cache so libgit2 lets go of them. Objects of rewritten history go.
+    /// Writes one pack with everything reachable from `head` and the fetched
+    /// pull-request refs, removes the others, and reopens the cache so libgit2 lets go
+    /// of them. Objects of rewritten history go.
     fn compact(&mut self, head: Oid) -> Result<(), git2::Error> {
         let dir = self.pack_dir();
         let old = packs(&dir);
@@ -117,6 +117,8 @@ impl Branch {
             let mut builder = self.repo.packbuilder()?;
             let mut walk = self.repo.revwalk()?;
             walk.push(head)?;
+            // Pull-request heads fetched for plans stay readable too.
+            walk.push_glob("refs/flotilla/fetched/*")?;
             builder.insert_walk(&mut walk)?;
             builder.write(&dir, 0o644)?;
             builder.name()?.map(|n| format!("pack-{n}"))

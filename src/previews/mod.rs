@@ -199,6 +199,7 @@ impl Previews {
     /// then posts the comment and the statuses.
     async fn plan(&self, pull: &PullRequest, preview: bool) -> Event {
         let (number, head) = (pull.number, pull.head.clone());
+        let clock = std::time::Instant::now();
         let failed = |e: anyhow::Error| {
             warn!(pull = number, error = format!("{e:#}"), "plan not posted; trying again at the next poll");
             Event::Failed { number }
@@ -207,10 +208,11 @@ impl Previews {
         if let Err(e) = self.forge.set_status(&head, &pending).await {
             return failed(e.into());
         }
-        let revisions = match self.revisions(number).await {
+        let revisions = match self.revisions(pull).await {
             Ok(r) => r,
             Err(e) => return failed(e),
         };
+        let fetched = clock.elapsed();
         let head_plan = match self.renderer.render(revisions.head, ClusterState::default()).await {
             Ok(plan) => plan,
             Err(e) => return self.broken(pull, &format!("{e:#}")).await.unwrap_or_else(failed),
@@ -251,14 +253,17 @@ impl Previews {
         let posted = async {
             self.forge.upsert_comment(number, markdown::MARKER, &body).await?;
             for status in statuses(&diff, preview && deployed.is_none()) {
-                self.forge.set_status(&head, &status).await?;
+                self.forge.set_status(&revisions.head.to_string(), &status).await?;
             }
             Ok::<_, crate::forge::ApiError>(())
         };
         match posted.await {
             Ok(()) => {
-                info!(pull = number, head = %head, clusters = diff.clusters.len(), "plan posted");
-                Event::Planned { number, head, preview: deployed }
+                let took = clock.elapsed();
+                info!(pull = number, head = %revisions.head, clusters = diff.clusters.len(), ?fetched, ?took, "plan posted");
+                // The head rendered: if the forge's ref lagged behind the announced
+                // head, the next poll sees the difference and plans again.
+                Event::Planned { number, head: revisions.head.to_string(), preview: deployed }
             }
             Err(e) => failed(e.into()),
         }
@@ -280,19 +285,28 @@ impl Previews {
         Ok(Event::Planned { number: pull.number, head: pull.head.clone(), preview: None })
     }
 
-    /// Fetches the pull request's head and the followed branch, and where they met.
-    async fn revisions(&self, number: u64) -> anyhow::Result<Revisions> {
-        let head_ref = self.forge.head_ref(number);
-        let found = self
-            .renderer
-            .git
-            .run(move |branch| -> anyhow::Result<Revisions> {
-                let head = branch.fetch_ref(&head_ref)?;
-                let main = branch.fetch()?;
-                Ok(Revisions { head, base: branch.merge_base(head, main)? })
-            })
-            .await??;
-        Ok(found)
+    /// Fetches the pull request's head and the followed branch, and where they met. A
+    /// forge may announce a push before its pull-request ref has moved: the ref is
+    /// fetched again (for up to 10 s) until it names the announced head.
+    async fn revisions(&self, pull: &PullRequest) -> anyhow::Result<Revisions> {
+        let head_ref = self.forge.head_ref(pull.number);
+        for attempt in 0.. {
+            let head_ref = head_ref.clone();
+            let found = self
+                .renderer
+                .git
+                .run(move |branch| -> anyhow::Result<Revisions> {
+                    let head = branch.fetch_ref(&head_ref)?;
+                    let main = branch.fetch()?;
+                    Ok(Revisions { head, base: branch.merge_base(head, main)? })
+                })
+                .await??;
+            if found.head.to_string() == pull.head || attempt == 20 {
+                return Ok(found);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        unreachable!("the loop returns")
     }
 
     /// Applies the preview to the members the head places objects on; the comment's

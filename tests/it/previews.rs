@@ -18,8 +18,26 @@ use crate::support::{root, wait_for};
 
 const MARKER: &str = "<!-- flotilla:plan -->";
 
+/// Quiet, unless `FLOTILLA_TEST_LOG` names a file for the controller's log.
+trait Logged {
+    fn logged(&mut self) -> std::process::Child;
+}
+
+impl Logged for Command {
+    fn logged(&mut self) -> std::process::Child {
+        match std::env::var_os("FLOTILLA_TEST_LOG") {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+                self.env("RUST_LOG", "info").stdout(std::process::Stdio::null()).stderr(file).spawn().unwrap()
+            }
+            None => self.quiet(),
+        }
+    }
+}
+
 /// The controller following `flotilla/fleet` on `gitea`, with previews.
 fn controller(gitea: &Gitea, members: &Members, dir: &Path, http: u16, ttl: &str) -> Running {
+    let poll = if ttl == "168h" { "1h" } else { "3s" };
     let token = dir.join("token");
     std::fs::write(&token, &gitea.token).unwrap();
     std::fs::write(dir.join("secret"), "hook-secret").unwrap();
@@ -40,8 +58,8 @@ fn controller(gitea: &Gitea, members: &Members, dir: &Path, http: u16, ttl: &str
                 "flotilla/fleet",
             ])
             .args(["--forge-token-file", token.to_str().unwrap(), "--preview-ttl", ttl])
-            .args(["--preview-poll-interval", "3s"])
-            .quiet(),
+            .args(["--preview-poll-interval", poll])
+            .logged(),
     )
 }
 
@@ -242,4 +260,63 @@ async fn pull_requests_on_gitea_get_plans_statuses_and_previews() {
     .await;
     drop(running);
     eprintln!("Gitea webhook to plan comment (first push of a pull request): {webhook_to_comment:?}");
+}
+
+/// Webhook → comment on Gitea, p50 and p99 over 20 pushes to one pull request (the time
+/// from `git push` returning to flotilla's comment naming the new head). A benchmark,
+/// not a test: `hack/bench-previews.sh` runs it in release mode.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a benchmark: hack/bench-previews.sh"]
+async fn bench_webhook_to_comment() {
+    let dedicated = Dedicated::start(3);
+    let members = &dedicated.0;
+    let gitea = Gitea::start().await;
+    gitea.api("POST", "user/repos", Some(json!({"name": "fleet", "default_branch": "main"}))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    assert!(Command::new("cp").arg("-r").arg(root().join("examples/repo")).arg(&work).status().unwrap().success());
+    git(&work, &["init", "-q", "-b", "main"]);
+    commit(&work, "the seed");
+    gitea.push(&work, "fleet", "HEAD", "main");
+    let http = free_port();
+    let state = tempfile::tempdir().unwrap();
+    // Polling far apart, so every comment below comes from a webhook.
+    let _running = controller(&gitea, members, state.path(), http, "168h");
+    let hook = json!({
+        "type": "gitea",
+        "config": {"url": format!("http://127.0.0.1:{http}/webhook/pulls"), "content_type": "json", "secret": "hook-secret"},
+        "events": ["pull_request", "pull_request_sync"],
+        "active": true,
+    });
+    gitea.api("POST", "repos/flotilla/fleet/hooks", Some(hook)).await;
+    wait_for("main to apply", Duration::from_secs(120), || async { ready(http) }).await;
+    scale(&work, 2);
+    let first = commit(&work, "2");
+    gitea.push(&work, "fleet", "HEAD", "bench");
+    let number = open_pull(&gitea, "bench").await;
+    wait_for("the first comment", Duration::from_secs(60), || async {
+        comments(&gitea, number).await.iter().any(|c| c.contains(&first[..12]))
+    })
+    .await;
+    let mut took = Vec::new();
+    for replicas in 3..23 {
+        scale(&work, replicas);
+        let head = commit(&work, &replicas.to_string());
+        gitea.push(&work, "fleet", "HEAD", "bench");
+        let pushed = Instant::now();
+        wait_for("the comment on the new head", Duration::from_secs(60), || async {
+            comments(&gitea, number).await.iter().any(|c| c.contains(&head[..12]))
+        })
+        .await;
+        took.push(pushed.elapsed());
+    }
+    took.sort();
+    let p = |q: f64| took[((took.len() as f64 * q).ceil() as usize).clamp(1, took.len()) - 1];
+    eprintln!(
+        "webhook → comment over {} pushes: p50 {:?}, p99 {:?}, max {:?}",
+        took.len(),
+        p(0.5),
+        p(0.99),
+        took[took.len() - 1]
+    );
 }

@@ -19,6 +19,8 @@ use crate::model::{ObjectKey, Origin, Plan, Template};
 pub const PREVIEW_LABEL: &str = "flotilla.dev/preview";
 /// Label with the preview's expiry (Unix seconds).
 pub const EXPIRES_LABEL: &str = "flotilla.dev/preview-expires";
+/// Label with the head commit the preview runs.
+pub const HEAD_LABEL: &str = "flotilla.dev/preview-head";
 
 /// The longest namespace name Kubernetes accepts (an RFC 1123 label).
 const MAX_NAMESPACE: usize = 63;
@@ -45,10 +47,27 @@ pub fn namespace(number: u64, namespace: &str) -> String {
     format!("{kept}-{hash:08x}")
 }
 
-/// Moves `plan` into pull request `number`'s namespaces, labelling every object with
-/// the number and `expires` (Unix seconds).
-pub fn relocate(mut plan: Plan, number: u64, expires: u64) -> Relocated {
-    let labels = json!({ PREVIEW_LABEL: number.to_string(), EXPIRES_LABEL: expires.to_string() });
+/// Which preview: the pull request, the head it runs, and its expiry (Unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    /// The pull request's number.
+    pub number: u64,
+    /// The head commit (a hex object id, which fits a label value).
+    pub head: String,
+    /// When it is removed unless a push renews it.
+    pub expires: u64,
+}
+
+/// Moves `plan` into the pull request's namespaces, labelling every object with the
+/// stamp, so a restarted controller finds each preview, its head and its expiry in
+/// the members themselves.
+pub fn relocate(mut plan: Plan, stamp: &Stamp) -> Relocated {
+    let number = stamp.number;
+    let labels = json!({
+        PREVIEW_LABEL: number.to_string(),
+        HEAD_LABEL: stamp.head,
+        EXPIRES_LABEL: stamp.expires.to_string(),
+    });
     let kept: Vec<bool> =
         plan.loaded.templates.iter().map(|t| t.key.namespace.is_some() || is_namespace(&t.key)).collect();
     // Only what some cluster receives is worth naming.
@@ -65,6 +84,12 @@ pub fn relocate(mut plan: Plan, number: u64, expires: u64) -> Relocated {
     }
     add_missing_namespaces(&mut plan, &labels);
     Relocated { plan, left_out: left_out.into_iter().collect() }
+}
+
+/// An expiry (Unix seconds) as a UTC date and time, for the comment.
+pub fn expiry_text(unix: u64) -> String {
+    let at = i64::try_from(unix).ok().and_then(|s| jiff::Timestamp::from_second(s).ok());
+    at.map_or_else(|| format!("{unix} (Unix time)"), |t| t.strftime("%Y-%m-%d %H:%M UTC").to_string())
 }
 
 fn is_namespace(key: &ObjectKey) -> bool {
@@ -173,7 +198,8 @@ mod tests {
 
     #[test]
     fn objects_move_into_the_pull_requests_namespaces() {
-        let relocated = relocate(plan(), 7, 1_800_000_000);
+        let stamp = Stamp { number: 7, head: "0d1a26e67d8f".into(), expires: 1_800_000_000 };
+        let relocated = relocate(plan(), &stamp);
         let objects = manifests(&relocated.plan);
         let keys: Vec<&str> = objects.keys().map(String::as_str).collect();
         assert_eq!(
@@ -191,6 +217,7 @@ mod tests {
         assert_eq!(web["metadata"]["namespace"], "pr-7-default");
         assert_eq!(web["metadata"]["labels"][PREVIEW_LABEL], "7");
         assert_eq!(web["metadata"]["labels"][EXPIRES_LABEL], "1800000000");
+        assert_eq!(web["metadata"]["labels"][HEAD_LABEL], "0d1a26e67d8f");
         assert_eq!(web["spec"]["replicas"], 2);
         let subjects = &objects["rbac.authorization.k8s.io/v1/RoleBinding/pr-7-shop/read"]["subjects"];
         assert_eq!(subjects[0]["namespace"], "pr-7-shop", "a subject without namespace is the binding's own");
@@ -199,6 +226,11 @@ mod tests {
         assert_eq!(objects["v1/Namespace//pr-7-default"]["metadata"]["labels"][PREVIEW_LABEL], "7");
         let left: Vec<String> = relocated.left_out.iter().map(ObjectKey::spelled).collect();
         assert_eq!(left, ["rbac.authorization.k8s.io/v1/ClusterRole//reader"]);
+    }
+
+    #[test]
+    fn expiries_read_as_utc() {
+        assert_eq!(expiry_text(1_800_000_000), "2027-01-15 08:00 UTC");
     }
 
     #[test]
