@@ -230,3 +230,150 @@ fn names(labels: &Value, field: &str) -> BTreeSet<String> {
     let label = |l: &Value| l.as_str().or_else(|| l[field].as_str()).map(str::to_owned);
     labels.as_array().into_iter().flatten().filter_map(label).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    //! The REST shapes each forge documents, served by a small local server that keeps
+    //! comments and statuses as the forge would: what flotilla sends (method, path,
+    //! token header, body) is checked against it.
+
+    use std::sync::{Arc, Mutex};
+
+    use axum::Router;
+    use axum::body::Bytes;
+    use axum::extract::{Request, State};
+    use axum::http::StatusCode;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Fake {
+        comments: Vec<Value>,
+        statuses: Vec<Value>,
+        /// Every request: method, path with query, token header, body.
+        seen: Vec<(String, String, String, Value)>,
+    }
+
+    /// A pull request as GitHub and Gitea list it; a merge request as GitLab does.
+    fn listed(kind: Kind) -> Value {
+        match kind {
+            Kind::Gitlab => json!([{"iid": 4, "sha": "abc123", "target_branch": "main", "state": "opened",
+                                    "draft": false, "labels": ["preview"]}]),
+            _ => json!([{"number": 4, "state": "open", "draft": false, "head": {"sha": "abc123", "ref": "x"},
+                         "base": {"ref": "main"}, "labels": [{"name": "preview"}]}]),
+        }
+    }
+
+    async fn serve(kind: Kind) -> (String, Arc<Mutex<Fake>>) {
+        let fake = Arc::new(Mutex::new(Fake::default()));
+        let handler = move |State(fake): State<Arc<Mutex<Fake>>>, request: Request| async move {
+            let (parts, body) = request.into_parts();
+            let body: Bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let path = parts.uri.path_and_query().unwrap().to_string();
+            let token = ["authorization", "private-token"]
+                .iter()
+                .find_map(|h| parts.headers.get(*h))
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            let mut fake = fake.lock().unwrap();
+            fake.seen.push((parts.method.to_string(), path.clone(), token, body.clone()));
+            let route = path.split('?').next().unwrap().to_owned();
+            let answer = match (parts.method.as_str(), route.as_str()) {
+                (_, p) if p.contains("missing") => {
+                    return (StatusCode::NOT_FOUND, json!({"message": "Not Found"}).to_string());
+                }
+                ("GET", p) if p.ends_with("/pulls") || p.ends_with("/merge_requests") => listed(kind),
+                ("GET", p) if p.ends_with("/comments") || p.ends_with("/notes") => Value::from(fake.comments.clone()),
+                ("POST", p) if p.ends_with("/comments") || p.ends_with("/notes") => {
+                    let comment = json!({"id": fake.comments.len() + 100, "body": body["body"]});
+                    fake.comments.push(comment.clone());
+                    comment
+                }
+                ("PATCH" | "PUT", p) => {
+                    let id: u64 = p.rsplit('/').next().unwrap().parse().unwrap();
+                    let comment = fake.comments.iter_mut().find(|c| c["id"] == id).expect("an existing comment");
+                    comment["body"] = body["body"].clone();
+                    comment.clone()
+                }
+                ("POST", p) if p.contains("/statuses/") => {
+                    fake.statuses.push(body.clone());
+                    body
+                }
+                _ => return (StatusCode::NOT_FOUND, json!({"message": "Not Found"}).to_string()),
+            };
+            (StatusCode::OK, answer.to_string())
+        };
+        let app = Router::new().fallback(handler).with_state(fake.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{address}"), fake)
+    }
+
+    async fn exercise(kind: Kind, api_path: &str) -> Arc<Mutex<Fake>> {
+        let (root, fake) = serve(kind).await;
+        let forge = Forge::new(kind, &format!("{root}{api_path}"), "org/fleet", "s3cret").unwrap();
+        let open = forge.open_pulls().await.unwrap();
+        assert_eq!(open.len(), 1);
+        assert_eq!((open[0].number, open[0].head.as_str(), open[0].open), (4, "abc123", true));
+        assert!(open[0].labels.contains("preview"));
+        forge.upsert_comment(4, "<!-- m -->", "<!-- m -->\nfirst").await.unwrap();
+        forge.upsert_comment(4, "<!-- m -->", "<!-- m -->\nsecond").await.unwrap();
+        let status =
+            Status { context: "flotilla/plan".into(), state: CommitState::Failure, description: "x".repeat(200) };
+        forge.set_status("abc123", &status).await.unwrap();
+        let missing = Forge::new(kind, &format!("{root}{api_path}"), "org/missing", "s3cret").unwrap();
+        let error = missing.open_pulls().await.unwrap_err().to_string();
+        assert!(error.contains("404") && error.contains("Not Found") && !error.contains("s3cret"), "{error}");
+        let state = fake.lock().unwrap();
+        assert_eq!(state.comments.len(), 1, "one comment, edited in place");
+        assert_eq!(state.comments[0]["body"], "<!-- m -->\nsecond");
+        assert_eq!(state.statuses[0]["description"].as_str().unwrap().len(), 140);
+        drop(state);
+        fake
+    }
+
+    fn requests(fake: &Mutex<Fake>) -> Vec<(String, String, String)> {
+        fake.lock().unwrap().seen.iter().map(|(m, p, t, _)| (m.clone(), p.clone(), t.clone())).collect()
+    }
+
+    #[tokio::test]
+    async fn github_rest_shapes() {
+        let fake = exercise(Kind::Github, "").await;
+        let seen = requests(&fake);
+        let bearer = "Bearer s3cret".to_owned();
+        assert_eq!(seen[0], ("GET".into(), "/repos/org/fleet/pulls?state=open&per_page=100&page=1".into(), bearer));
+        assert!(seen.iter().any(|(m, p, _)| m == "POST" && p == "/repos/org/fleet/issues/4/comments"));
+        assert!(seen.iter().any(|(m, p, _)| m == "PATCH" && p == "/repos/org/fleet/issues/comments/100"));
+        assert!(seen.iter().any(|(m, p, _)| m == "POST" && p == "/repos/org/fleet/statuses/abc123"));
+        let status = &fake.lock().unwrap().statuses[0];
+        assert_eq!((status["state"].as_str(), status["context"].as_str()), (Some("failure"), Some("flotilla/plan")));
+    }
+
+    #[tokio::test]
+    async fn gitlab_rest_shapes() {
+        let fake = exercise(Kind::Gitlab, "/api/v4").await;
+        let seen = requests(&fake);
+        let project = "/api/v4/projects/org%2Ffleet";
+        assert_eq!(
+            seen[0],
+            ("GET".into(), format!("{project}/merge_requests?state=opened&per_page=100&page=1"), "s3cret".into())
+        );
+        assert!(seen.iter().any(|(m, p, _)| m == "POST" && *p == format!("{project}/merge_requests/4/notes")));
+        assert!(seen.iter().any(|(m, p, _)| m == "PUT" && *p == format!("{project}/merge_requests/4/notes/100")));
+        assert!(seen.iter().any(|(m, p, _)| m == "POST" && *p == format!("{project}/statuses/abc123")));
+        let status = &fake.lock().unwrap().statuses[0];
+        assert_eq!((status["state"].as_str(), status["name"].as_str()), (Some("failed"), Some("flotilla/plan")));
+    }
+
+    #[tokio::test]
+    async fn gitea_rest_shapes() {
+        let fake = exercise(Kind::Gitea, "/api/v1").await;
+        let seen = requests(&fake);
+        let token = "token s3cret".to_owned();
+        assert_eq!(seen[0], ("GET".into(), "/api/v1/repos/org/fleet/pulls?state=open&limit=100&page=1".into(), token));
+        assert!(seen.iter().any(|(m, p, _)| m == "PATCH" && p == "/api/v1/repos/org/fleet/issues/comments/100"));
+    }
+}
