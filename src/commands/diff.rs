@@ -5,20 +5,18 @@ use std::io::Write;
 use anyhow::Context;
 use flotilla_core::plan_diff::{self, PlanDiff, markdown};
 
-use super::{Outcome, plan};
+use super::Outcome;
 use crate::cli::{DiffArgs, DiffFormat, SourceArgs};
 
 pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
-    let render = |rev: &str| {
-        let source = SourceArgs {
-            repo: args.repo.clone(),
-            rev: Some(rev.to_owned()),
-            cluster_state: None,
-            scope: args.scope.clone(),
-        };
-        plan(&source).with_context(|| format!("revision {rev}"))
+    let source = SourceArgs { repo: args.repo.clone(), rev: None, cluster_state: None, scope: args.scope.clone() };
+    let scope = super::scope(&source)?;
+    let mut cache = flotilla_core::load::ParseCache::default();
+    let mut render = |rev: &str| {
+        super::plan_revision(&args.repo, rev, scope.as_ref(), &mut cache).with_context(|| format!("revision {rev}"))
     };
-    let (from, to) = (render(&args.from)?, render(&args.to)?);
+    let from = render(&args.from)?;
+    let to = render(&args.to)?;
     let diff = plan_diff::diff(&from, &to, &args.clusters);
     if let Some(file) = &args.plan_file {
         let json = serde_json::to_vec_pretty(&diff).context("cannot write the diff")?;

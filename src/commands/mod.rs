@@ -76,6 +76,26 @@ pub(crate) fn plan_within(args: &SourceArgs, scope: Option<&flotilla_core::proje
         None => ClusterState::default(),
     };
     let plan = flotilla_core::plan(&files, &state, &limits)?;
+    Ok(within(plan, scope))
+}
+
+/// Revision `rev` of the repository at `repo`, rendered through `cache`: a second
+/// revision reads and parses only the files that differ, and shares the rest.
+pub(crate) fn plan_revision(
+    repo: &Path,
+    rev: &str,
+    scope: Option<&flotilla_core::project::Project>,
+    cache: &mut flotilla_core::load::ParseCache,
+) -> anyhow::Result<Plan> {
+    let limits = Limits::default();
+    let files = crate::git::read_cached(repo, rev, &limits, cache)?;
+    let loaded = flotilla_core::load::load_cached(&files, cache, &limits)?;
+    let plan = flotilla_core::plan_loaded(loaded, files.revision, &ClusterState::default());
+    Ok(within(plan, scope))
+}
+
+/// The plan within `scope`, warning about templates nothing claims.
+fn within(plan: Plan, scope: Option<&flotilla_core::project::Project>) -> Plan {
     let plan = match scope {
         Some(project) => flotilla_core::project::restrict(plan, project),
         None => plan,
@@ -83,7 +103,7 @@ pub(crate) fn plan_within(args: &SourceArgs, scope: Option<&flotilla_core::proje
     for key in &plan.unclaimed {
         warn!(object = %key, "no PropagationPolicy claims this template; it goes nowhere");
     }
-    Ok(plan)
+    plan
 }
 
 /// Reads a `--scope` file; a scope that does not parse stops everything.

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 pub use auth::GitAuth;
 pub use branch::{Branch, FetchError, Files, Pushed, check_transport, is_url};
-pub use read::{read, read_commit};
+pub use read::{read, read_cached, read_commit};
 pub use verify::{Unverified, Verifier};
 
 /// Where a local directory's manifests come from, for the inventory: inside a Git work

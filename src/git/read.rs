@@ -20,13 +20,19 @@ fn git(what: impl Into<String>) -> impl FnOnce(git2::Error) -> SourceError {
 /// Reads `rev` (a branch, tag or commit name) of the repository containing `path`,
 /// limited to the subtree at `path`.
 pub fn read(path: &Path, rev: &str, limits: &Limits) -> Result<RepoFiles, SourceError> {
+    read_cached(path, rev, limits, &ParseCache::default())
+}
+
+/// [`read`], listing by id the blobs `cache` holds instead of reading them (two
+/// revisions of one repository share most of their files).
+pub fn read_cached(path: &Path, rev: &str, limits: &Limits, cache: &ParseCache) -> Result<RepoFiles, SourceError> {
     let repo = Repository::discover(path).map_err(git(format!("{} is not inside a Git repository", path.display())))?;
     let prefix = subdirectory(&repo, path)?;
     let commit = repo
         .revparse_single(rev)
         .and_then(|o| o.peel_to_commit())
         .map_err(git(format!("cannot resolve revision {rev}")))?;
-    read_commit(&repo, commit.id(), &prefix, limits, &ParseCache::default())
+    read_commit(&repo, commit.id(), &prefix, limits, cache)
 }
 
 /// Reads commit `rev` of `repo` (bare or not), limited to `prefix`. Blobs whose

@@ -9,10 +9,12 @@
 pub mod markdown;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::model::plan::Rendered;
 use crate::model::{ObjectKey, Plan, Problem};
 
 /// The mask shown instead of a Secret value.
@@ -137,16 +139,24 @@ pub fn diff(from: &Plan, to: &Plan, only: &[String]) -> PlanDiff {
     let names: BTreeSet<&String> = from.clusters.keys().chain(to.clusters.keys()).collect();
     let mut clusters = BTreeMap::new();
     for name in names.into_iter().filter(|n| only.is_empty() || only.contains(n)) {
-        let (before, after) = (manifests(from, name), manifests(to, name));
+        let (before, after) = (placed(from, name), placed(to, name));
         let mut cluster = ClusterDiff::default();
-        for (key, side) in &after {
+        for (key, new) in &after {
             match before.get(key) {
-                None => cluster.added.push(Entry::placed(key, side)),
-                Some(old) => cluster.changed.extend(changed(key, old, side)),
+                None => cluster.added.extend(side(to, new).map(|s| Entry::placed(key, &s))),
+                // The same template text, deltas and override rules: the same manifest,
+                // not worth building twice (revisions rendered through one parse cache
+                // share what did not change).
+                Some(old) if same(from, old, to, new) => {}
+                Some(old) => {
+                    if let (Some(old), Some(new)) = (side(from, old), side(to, new)) {
+                        cluster.changed.extend(changed(key, &old, &new));
+                    }
+                }
             }
         }
-        cluster.removed =
-            before.iter().filter(|(k, _)| !after.contains_key(*k)).map(|(k, m)| Entry::placed(k, m)).collect();
+        let gone = before.iter().filter(|(k, _)| !after.contains_key(*k));
+        cluster.removed = gone.filter_map(|(k, r)| side(from, r).map(|s| Entry::placed(k, &s))).collect();
         if cluster != ClusterDiff::default() {
             clusters.insert(name.clone(), cluster);
         }
@@ -175,21 +185,34 @@ fn changed(key: &ObjectKey, old: &Side, new: &Side) -> Option<Changed> {
     any.then(|| Changed { object: Entry::from(key), fields, overrides_added, overrides_removed })
 }
 
-fn manifests(plan: &Plan, cluster: &str) -> BTreeMap<ObjectKey, Side> {
+/// What one render places in one cluster, by key.
+fn placed<'p>(plan: &'p Plan, cluster: &str) -> BTreeMap<&'p ObjectKey, &'p Rendered> {
+    let items = plan.clusters.get(cluster).into_iter().flatten();
+    items.map(|item| (&plan.loaded.templates[item.template].key, item)).collect()
+}
+
+/// Whether two placed objects are certainly the same manifest: one template text (the
+/// parse cache shares it between revisions), the same deltas, the same override rules.
+fn same(from: &Plan, a: &Rendered, to: &Plan, b: &Rendered) -> bool {
+    let (ta, tb) = (&from.loaded.templates[a.template], &to.loaded.templates[b.template]);
+    let rules_same = a.overrides.len() == b.overrides.len()
+        && a.overrides.iter().zip(&b.overrides).all(|(x, y)| {
+            x.rule == y.rule
+                && Arc::ptr_eq(&from.loaded.override_policies[x.policy], &to.loaded.override_policies[y.policy])
+        });
+    Arc::ptr_eq(&ta.object, &tb.object)
+        && (a.replicas, a.completions, a.suspended) == (b.replicas, b.completions, b.suspended)
+        && rules_same
+}
+
+/// One placed object's manifest and the rules that made it; `None` when its overrides
+/// fail (a problem of that render).
+fn side(plan: &Plan, item: &Rendered) -> Option<Side> {
     let rule = |r: &crate::overrides::RuleRef| {
         let policy = &plan.loaded.override_policies[r.policy];
         format!("{} rule {}", policy.describe("OverridePolicy", "ClusterOverridePolicy"), r.rule)
     };
-    plan.clusters
-        .get(cluster)
-        .into_iter()
-        .flatten()
-        .filter_map(|item| {
-            let side =
-                Side { manifest: plan.manifest(item).ok()?, overrides: item.overrides.iter().map(rule).collect() };
-            Some((plan.loaded.templates[item.template].key.clone(), side))
-        })
-        .collect()
+    Some(Side { manifest: plan.manifest(item).ok()?, overrides: item.overrides.iter().map(rule).collect() })
 }
 
 /// Both sides of a Secret with every value masked, as Argo CD masks them: an unchanged
@@ -332,6 +355,34 @@ mod tests {
         assert_eq!(web.overrides_added, ["OverridePolicy default/tag rule 0"]);
         assert_eq!(web.fields[0].path, "metadata.labels.tier");
         assert!(!d.clusters.contains_key("m2"), "the rule targets m1 only");
+    }
+
+    #[test]
+    fn revisions_sharing_a_parse_cache_still_show_placement_changes() {
+        let fleet = "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {name: m1}\nspec: {syncMode: Push}\n---\napiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {name: m2}\nspec: {syncMode: Push}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 2, template: {spec: {containers: [{name: c, image: nginx}]}}}\n";
+        let policy = |clusters: &str| {
+            format!(
+                "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: all}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment}}]\n  placement:\n    clusterAffinity: {{clusterNames: {clusters}}}\n    replicaScheduling: {{replicaSchedulingType: Divided}}\n"
+            )
+        };
+        let mut cache = crate::load::ParseCache::default();
+        let mut render = |revision: &str, clusters: &str| {
+            let mut files = RepoFiles { revision: revision.into(), ..Default::default() };
+            files.files.insert("fleet.yaml".into(), fleet.as_bytes().to_vec());
+            files.files.insert("policy.yaml".into(), policy(clusters).into_bytes());
+            // As Git lists them: blob ids by content.
+            files.ids.insert("fleet.yaml".into(), "blob-fleet".into());
+            files.ids.insert("policy.yaml".into(), format!("blob-policy-{clusters}"));
+            let loaded = crate::load::load_cached(&files, &mut cache, &Limits::default()).unwrap();
+            crate::plan_loaded(loaded, files.revision, &ClusterState::default())
+        };
+        let (one, two) = (render("r1", "[m1]"), render("r2", "[m1, m2]"));
+        let web = |p: &Plan| p.loaded.templates.iter().find(|t| t.key.name == "web").unwrap().object.clone();
+        assert!(Arc::ptr_eq(&web(&one), &web(&two)), "the unchanged file is shared");
+        let d = diff(&one, &two, &[]);
+        assert_eq!(d.clusters["m1"].changed[0].fields[0].to, Some(json!(1)), "{d:?}");
+        assert_eq!(d.clusters["m2"].added[0].replicas, Some(1));
+        assert!(diff(&two, &render("r3", "[m1, m2]"), &[]).is_empty());
     }
 
     #[test]
