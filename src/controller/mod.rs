@@ -107,13 +107,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let previews = config.previews.map(|follow| {
         let loop_ =
             previews_loop(follow, &config.reconcile, &config.credentials, &parts, &git, &parse_cache, &leadership);
-        let inputs = crate::previews::Inputs {
-            deliveries,
-            rendered: plans_for_previews,
-            leading: leadership.subscribe(),
-            stop: stop.clone(),
-        };
-        loop_.run(inputs)
+        let rendered = plans_for_previews;
+        loop_.run(crate::previews::Inputs { deliveries, rendered, leading: leadership.subscribe(), stop: stop.clone() })
     });
     let reconciler = Reconciler {
         settings: config.reconcile.clone(),
@@ -129,11 +124,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     };
     // The preview loop runs beside the reconcile loop on this task (the member clients
     // it shares are not all `Send` across every lifetime a spawned task would need).
-    let previewing = async {
-        if let Some(previews) = previews {
-            previews.await;
-        }
-    };
+    let previewing = futures::future::OptionFuture::from(previews);
     let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: leadership.subscribe(), stop });
     tokio::join!(reconciling, previewing);
     info!("stopping");

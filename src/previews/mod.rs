@@ -6,28 +6,26 @@
 //! the forge is polled as a fallback. Previews live in the members with their number,
 //! head and expiry as labels, so a restarted or new leader finds them there.
 
+mod environment;
 pub mod step;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use flotilla_core::model::{ClusterState, ObjectKey, Plan};
+use flotilla_core::model::{ClusterState, Plan};
 use flotilla_core::plan_diff::{self, markdown};
-use flotilla_core::preview::{self, EXPIRES_LABEL, HEAD_LABEL, PREVIEW_LABEL, Stamp};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ListParams};
+use flotilla_core::preview::Stamp;
 use tokio::sync::{mpsc, watch};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
+use crate::clusters;
 use crate::clusters::connect::{Pool, Trust};
 use crate::clusters::credentials::Credentials;
-use crate::clusters::{self, Options};
 use crate::forge::{CommitState, Forge, PullRequest, Status};
 use crate::host::Host;
 use crate::leader::Fence;
 use crate::rendering::Renderer;
-use step::{Action, Event, Found, State};
+use step::{Action, Event, State};
 
 /// How previews are applied (as the reconcile loop applies production).
 #[derive(Debug, Clone)]
@@ -173,28 +171,6 @@ impl Previews {
         }
     }
 
-    /// Previews in the members, from their Namespaces' labels.
-    async fn restore(&self, members: &[String]) -> anyhow::Result<Vec<Found>> {
-        let kubeconfig = self.credentials.read(&self.host).await?;
-        let apply = &self.settings.apply;
-        let mut found = Vec::new();
-        for member in members {
-            let client = self.pool.client(&kubeconfig, member, apply.trust, apply.request_timeout, None).await?;
-            let namespaces: Api<Namespace> = Api::all(client);
-            for ns in namespaces.list(&ListParams::default().labels(PREVIEW_LABEL)).await?.items {
-                let labels = ns.metadata.labels.unwrap_or_default();
-                let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
-                let (Ok(number), Ok(expires)) = (label(PREVIEW_LABEL).parse(), label(EXPIRES_LABEL).parse()) else {
-                    continue;
-                };
-                if !found.iter().any(|f: &Found| f.number == number) {
-                    found.push(Found { number, head: label(HEAD_LABEL), expires });
-                }
-            }
-        }
-        Ok(found)
-    }
-
     /// Renders the head and the base it branched from, applies the preview when asked,
     /// then posts the comment and the statuses.
     async fn plan(&self, pull: &PullRequest, preview: bool) -> Event {
@@ -248,25 +224,34 @@ impl Previews {
             let max = self.settings.step.max_previews;
             notes.push(format!("**Preview** waiting: {max} previews already run (`--max-previews`)."));
         }
-        let comment = markdown::Comment { notes: &notes, ..Default::default() };
-        let body = markdown::markdown(&diff, &comment);
-        let posted = async {
-            self.forge.upsert_comment(number, markdown::MARKER, &body).await?;
-            for status in statuses(&diff, preview && deployed.is_none()) {
-                self.forge.set_status(&revisions.head.to_string(), &status).await?;
-            }
-            Ok::<_, crate::forge::ApiError>(())
-        };
-        match posted.await {
+        let rendered = revisions.head.to_string();
+        match self.post(number, &rendered, &diff, &notes, preview && deployed.is_none()).await {
             Ok(()) => {
                 let took = clock.elapsed();
-                info!(pull = number, head = %revisions.head, clusters = diff.clusters.len(), ?fetched, ?took, "plan posted");
+                info!(pull = number, head = %rendered, clusters = diff.clusters.len(), ?fetched, ?took, "plan posted");
                 // The head rendered: if the forge's ref lagged behind the announced
                 // head, the next poll sees the difference and plans again.
-                Event::Planned { number, head: revisions.head.to_string(), preview: deployed }
+                Event::Planned { number, head: rendered, preview: deployed }
             }
             Err(e) => failed(e.into()),
         }
+    }
+
+    /// Posts (or updates) the comment and sets the statuses on the rendered head.
+    async fn post(
+        &self,
+        number: u64,
+        head: &str,
+        diff: &plan_diff::PlanDiff,
+        notes: &[String],
+        preview_failed: bool,
+    ) -> Result<(), crate::forge::ApiError> {
+        let comment = markdown::Comment { notes, ..Default::default() };
+        self.forge.upsert_comment(number, markdown::MARKER, &markdown::markdown(diff, &comment)).await?;
+        for status in statuses(diff, preview_failed) {
+            self.forge.set_status(head, &status).await?;
+        }
+        Ok(())
     }
 
     /// A head that does not load: a failing status naming file and line, the error in
@@ -307,79 +292,6 @@ impl Previews {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         unreachable!("the loop returns")
-    }
-
-    /// Applies the preview to the members the head places objects on; the comment's
-    /// paragraph about it, and whether every member took it.
-    async fn deploy(&self, plan: Plan, stamp: &Stamp) -> (String, bool) {
-        let relocated = preview::relocate(plan, stamp);
-        let (push, _pull) = clusters::by_sync_mode(&relocated.plan);
-        let targets: Vec<String> = push
-            .into_iter()
-            .filter(|c| relocated.plan.clusters.get(c).is_some_and(|items| !items.is_empty()))
-            .collect();
-        let instance = instance(stamp.number);
-        let outcomes = match self.credentials.read(&self.host).await {
-            Ok(kubeconfig) => {
-                clusters::reconcile_all(&relocated.plan, &kubeconfig, &targets, self.options(&instance)).await
-            }
-            Err(e) => targets.iter().map(|t| (t.clone(), Err(format!("{e:#}")))).collect(),
-        };
-        let failures: Vec<String> =
-            outcomes.iter().filter_map(|(c, o)| o.as_ref().err().map(|e| format!("`{c}`: {e}"))).collect();
-        let namespaces: BTreeSet<&str> = relocated
-            .plan
-            .clusters
-            .values()
-            .flatten()
-            .filter_map(|i| relocated.plan.loaded.templates[i.template].key.namespace.as_deref())
-            .collect();
-        let mut note = format!(
-            "**Preview** of `{}` in {} ({}), until {} unless pushed again.",
-            &stamp.head[..stamp.head.len().min(12)],
-            list(&targets),
-            list(&namespaces.into_iter().map(str::to_owned).collect::<Vec<_>>()),
-            preview::expiry_text(stamp.expires)
-        );
-        if !relocated.left_out.is_empty() {
-            let left: Vec<String> = relocated.left_out.iter().map(ObjectKey::spelled).collect();
-            note += &format!(" Cluster-scoped objects are left out of previews: {}.", list(&left));
-        }
-        if !failures.is_empty() {
-            error!(pull = stamp.number, failures = failures.join("; "), "the preview was not applied everywhere");
-            note += &format!(" **Not applied** in {}.", failures.join("; "));
-        }
-        (note, failures.is_empty())
-    }
-
-    /// Removes pull request `number`'s preview from every member.
-    async fn teardown(&self, number: u64, members: &[String]) -> anyhow::Result<()> {
-        let kubeconfig = self.credentials.read(&self.host).await?;
-        let instance = instance(number);
-        let outcomes = clusters::teardown_all(&kubeconfig, members, self.options(&instance)).await;
-        let failed: Vec<String> =
-            outcomes.into_iter().filter_map(|(c, o)| o.err().map(|e| format!("{c}: {e}"))).collect();
-        anyhow::ensure!(failed.is_empty(), "{}", failed.join("; "));
-        Ok(())
-    }
-
-    fn options<'a>(&'a self, instance: &'a str) -> Options<'a> {
-        let apply = &self.settings.apply;
-        Options {
-            progress: false,
-            instance,
-            trust: apply.trust,
-            pool: &self.pool,
-            budget: Default::default(),
-            concurrency: apply.concurrency,
-            request_timeout: apply.request_timeout,
-            cluster_timeout: apply.cluster_timeout,
-            fence: &self.fence,
-            source: &apply.source,
-            adopt: false,
-            scope: self.renderer.scope.as_deref(),
-            acting_as: apply.acting_as.as_deref(),
-        }
     }
 }
 

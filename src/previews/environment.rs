@@ -1,0 +1,111 @@
+//! Preview environments in the members: applied from a pull request's render, found
+//! again after a restart from their labels, and removed.
+
+use std::collections::BTreeSet;
+
+use flotilla_core::model::{ObjectKey, Plan};
+use flotilla_core::preview::{self, EXPIRES_LABEL, HEAD_LABEL, PREVIEW_LABEL, Stamp};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams};
+use tracing::error;
+
+use super::step::Found;
+use super::{Previews, instance, list};
+use crate::clusters::{self, Options};
+
+impl Previews {
+    /// Previews in the members, from their Namespaces' labels.
+    pub(super) async fn restore(&self, members: &[String]) -> anyhow::Result<Vec<Found>> {
+        let kubeconfig = self.credentials.read(&self.host).await?;
+        let apply = &self.settings.apply;
+        let mut found = Vec::new();
+        for member in members {
+            let client = self.pool.client(&kubeconfig, member, apply.trust, apply.request_timeout, None).await?;
+            let namespaces: Api<Namespace> = Api::all(client);
+            for ns in namespaces.list(&ListParams::default().labels(PREVIEW_LABEL)).await?.items {
+                let labels = ns.metadata.labels.unwrap_or_default();
+                let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+                let (Ok(number), Ok(expires)) = (label(PREVIEW_LABEL).parse(), label(EXPIRES_LABEL).parse()) else {
+                    continue;
+                };
+                if !found.iter().any(|f: &Found| f.number == number) {
+                    found.push(Found { number, head: label(HEAD_LABEL), expires });
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Applies the preview to the members the head places objects on; the comment's
+    /// paragraph about it, and whether every member took it.
+    pub(super) async fn deploy(&self, plan: Plan, stamp: &Stamp) -> (String, bool) {
+        let relocated = preview::relocate(plan, stamp);
+        let (push, _pull) = clusters::by_sync_mode(&relocated.plan);
+        let targets: Vec<String> = push
+            .into_iter()
+            .filter(|c| relocated.plan.clusters.get(c).is_some_and(|items| !items.is_empty()))
+            .collect();
+        let instance = instance(stamp.number);
+        let outcomes = match self.credentials.read(&self.host).await {
+            Ok(kubeconfig) => {
+                clusters::reconcile_all(&relocated.plan, &kubeconfig, &targets, self.options(&instance)).await
+            }
+            Err(e) => targets.iter().map(|t| (t.clone(), Err(format!("{e:#}")))).collect(),
+        };
+        let failures: Vec<String> =
+            outcomes.iter().filter_map(|(c, o)| o.as_ref().err().map(|e| format!("`{c}`: {e}"))).collect();
+        let namespaces: BTreeSet<&str> = relocated
+            .plan
+            .clusters
+            .values()
+            .flatten()
+            .filter_map(|i| relocated.plan.loaded.templates[i.template].key.namespace.as_deref())
+            .collect();
+        let mut note = format!(
+            "**Preview** of `{}` in {} ({}), until {} unless pushed again.",
+            &stamp.head[..stamp.head.len().min(12)],
+            list(&targets),
+            list(&namespaces.into_iter().map(str::to_owned).collect::<Vec<_>>()),
+            preview::expiry_text(stamp.expires)
+        );
+        if !relocated.left_out.is_empty() {
+            let left: Vec<String> = relocated.left_out.iter().map(ObjectKey::spelled).collect();
+            note += &format!(" Cluster-scoped objects are left out of previews: {}.", list(&left));
+        }
+        if !failures.is_empty() {
+            error!(pull = stamp.number, failures = failures.join("; "), "the preview was not applied everywhere");
+            note += &format!(" **Not applied** in {}.", failures.join("; "));
+        }
+        (note, failures.is_empty())
+    }
+
+    /// Removes pull request `number`'s preview from every member.
+    pub(super) async fn teardown(&self, number: u64, members: &[String]) -> anyhow::Result<()> {
+        let kubeconfig = self.credentials.read(&self.host).await?;
+        let instance = instance(number);
+        let outcomes = clusters::teardown_all(&kubeconfig, members, self.options(&instance)).await;
+        let failed: Vec<String> =
+            outcomes.into_iter().filter_map(|(c, o)| o.err().map(|e| format!("{c}: {e}"))).collect();
+        anyhow::ensure!(failed.is_empty(), "{}", failed.join("; "));
+        Ok(())
+    }
+
+    fn options<'a>(&'a self, instance: &'a str) -> Options<'a> {
+        let apply = &self.settings.apply;
+        Options {
+            progress: false,
+            instance,
+            trust: apply.trust,
+            pool: &self.pool,
+            budget: Default::default(),
+            concurrency: apply.concurrency,
+            request_timeout: apply.request_timeout,
+            cluster_timeout: apply.cluster_timeout,
+            fence: &self.fence,
+            source: &apply.source,
+            adopt: false,
+            scope: self.renderer.scope.as_deref(),
+            acting_as: apply.acting_as.as_deref(),
+        }
+    }
+}
