@@ -237,7 +237,8 @@ impl Previews {
         }
     }
 
-    /// Posts (or updates) the comment and sets the statuses on the rendered head.
+    /// Posts (or updates) the comment and sets the statuses on the rendered head (the
+    /// statuses at once: they are independent).
     async fn post(
         &self,
         number: u64,
@@ -248,9 +249,8 @@ impl Previews {
     ) -> Result<(), crate::forge::ApiError> {
         let comment = markdown::Comment { notes, ..Default::default() };
         self.forge.upsert_comment(number, markdown::MARKER, &markdown::markdown(diff, &comment)).await?;
-        for status in statuses(diff, preview_failed) {
-            self.forge.set_status(head, &status).await?;
-        }
+        let statuses = statuses(diff, preview_failed);
+        futures::future::try_join_all(statuses.iter().map(|status| self.forge.set_status(head, status))).await?;
         Ok(())
     }
 
