@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/flot
 bash hack/build-tools.sh >/dev/null
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-FLOTILLA_TEST_LOG=$log cargo test --release --test it -- --ignored --nocapture --exact previews::bench_webhook_to_comment 2>&1 |
+FLOTILLA_BENCH_PUSHES=20 FLOTILLA_TEST_LOG=$log cargo test --release --test it -- --nocapture --exact previews::every_push_is_planned_from_its_webhook_alone 2>&1 |
   grep -E "webhook → comment|test result|panicked"
 # The last 20 plans are the measured pushes.
 sed 's/\x1b\[[0-9;]*m//g' "$log" | grep "plan posted" | tail -n 20 | sed -nE 's/.* took=([0-9.]+)(m?s).*/\1 \2/p' |
