@@ -214,8 +214,8 @@ pub struct DiffArgs {
     /// Repo directory inside a Git work tree (or the repository itself).
     pub repo: PathBuf,
     /// The earlier revision (branch, tag or SHA).
-    #[arg(long, value_name = "REV")]
-    pub from: String,
+    #[arg(long, value_name = "REV", required_unless_present = "live", conflicts_with = "live")]
+    pub from: Option<String>,
     /// The later revision.
     #[arg(long, value_name = "REV")]
     pub to: String,
@@ -235,6 +235,16 @@ pub struct DiffArgs {
     /// budget points to it).
     #[arg(long, value_name = "FILE")]
     pub plan_file: Option<PathBuf>,
+    /// Compare `--to` with the members as they are now instead of with `--from`: what
+    /// `flotilla apply` of it would change, drift included (server-side apply dry runs,
+    /// nothing written).
+    #[arg(long, requires = "kubeconfig")]
+    pub live: bool,
+    /// Kubeconfig with one context per member cluster (`--live`).
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub reconcile: ReconcileArgs,
 }
 
 /// `flotilla diff` output formats.

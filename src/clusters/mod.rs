@@ -138,9 +138,7 @@ async fn attempt(
     progress: Option<indicatif::ProgressBar>,
 ) -> Result<Report, Failure> {
     let (client, acting) = clients(kubeconfig, cluster, options).await?;
-    let autoscaled = apply::autoscaled(&client).await.map_err(|e| Failure::of(e, true))?;
-    let context = finish::Context { instance: options.instance, autoscaled: &autoscaled };
-    let share = finish::finish(plan, cluster, context).map_err(|e| Failure::of(e, false))?;
+    let share = share(&client, plan, cluster, options).await?;
     if let Some(bar) = &progress {
         bar.set_message("applying");
     }
@@ -161,6 +159,45 @@ pub async fn teardown_all(
         (cluster.clone(), outcome)
     });
     futures::future::join_all(runs).await
+}
+
+/// What applying `plan` would change in each named cluster now (server-side apply dry
+/// runs, nothing written), with the same retries and timeouts as a reconcile.
+pub async fn observe_all(
+    plan: &Plan,
+    kubeconfig: &Kubeconfig,
+    clusters: &[String],
+    options: Options<'_>,
+) -> Vec<(String, Result<apply::live::LivePlan, String>)> {
+    let runs = clusters.iter().map(|cluster| async move {
+        let outcome =
+            with_retries(options.cluster_timeout, cluster, || observe_one(plan, kubeconfig, cluster, options)).await;
+        (cluster.clone(), outcome)
+    });
+    futures::future::join_all(runs).await
+}
+
+async fn observe_one(
+    plan: &Plan,
+    kubeconfig: &Kubeconfig,
+    cluster: &str,
+    options: Options<'_>,
+) -> Result<apply::live::LivePlan, Failure> {
+    let (client, acting) = clients(kubeconfig, cluster, options).await?;
+    let share = share(&client, plan, cluster, options).await?;
+    apply::live::observe_share(&client, share, &settings(options, cluster, acting, None)).await.map_err(failure)
+}
+
+/// The cluster's finished share, without the `spec.replicas` its HPAs own.
+async fn share(
+    client: &kube::Client,
+    plan: &Plan,
+    cluster: &str,
+    options: Options<'_>,
+) -> Result<finish::Share, Failure> {
+    let autoscaled = apply::autoscaled(client).await.map_err(|e| Failure::of(e, true))?;
+    let context = finish::Context { instance: options.instance, autoscaled: &autoscaled };
+    finish::finish(plan, cluster, context).map_err(|e| Failure::of(e, false))
 }
 
 async fn teardown_one(kubeconfig: &Kubeconfig, cluster: &str, options: Options<'_>) -> Result<Report, Failure> {
@@ -211,10 +248,10 @@ fn failure(e: apply::ReconcileError) -> Failure {
     Failure::of(e, retry)
 }
 
-async fn with_retries<F, Fut>(limit: Duration, cluster: &str, mut run: F) -> Outcome
+async fn with_retries<T, F, Fut>(limit: Duration, cluster: &str, mut run: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Report, Failure>>,
+    Fut: std::future::Future<Output = Result<T, Failure>>,
 {
     let deadline = tokio::time::Instant::now() + limit;
     let mut delay = Duration::from_secs(1);

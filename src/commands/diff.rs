@@ -1,12 +1,17 @@
-//! `flotilla diff`: what changes in every cluster between two revisions, offline.
+//! `flotilla diff`: what changes in every cluster between two revisions, offline; or,
+//! with `--live`, between the members as they are and applying a revision.
 
 use std::io::Write;
 
 use anyhow::Context;
 use flotilla_core::plan_diff::{self, PlanDiff, markdown};
 
+use flotilla_core::model::Plan;
+use flotilla_core::project::Project;
+
 use super::Outcome;
 use crate::cli::{DiffArgs, DiffFormat, SourceArgs};
+use crate::clusters;
 
 pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
     let source = SourceArgs { repo: args.repo.clone(), rev: None, cluster_state: None, scope: args.scope.clone() };
@@ -15,9 +20,18 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
     let mut render = |rev: &str| {
         super::plan_revision(&args.repo, rev, scope.as_ref(), &mut cache).with_context(|| format!("revision {rev}"))
     };
-    let from = render(&args.from)?;
-    let to = render(&args.to)?;
-    let diff = plan_diff::diff(&from, &to, &args.clusters);
+    let to_plan;
+    let diff = match &args.from {
+        Some(from) => {
+            let from = render(from)?;
+            to_plan = render(&args.to)?;
+            plan_diff::diff(&from, &to_plan, &args.clusters)
+        }
+        None => {
+            to_plan = render(&args.to)?;
+            live(&args, &to_plan, scope.as_ref())?
+        }
+    };
     if let Some(file) = &args.plan_file {
         let json = serde_json::to_vec_pretty(&diff).context("cannot write the diff")?;
         std::fs::write(file, json).with_context(|| format!("cannot write {}", file.display()))?;
@@ -32,13 +46,65 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
         DiffFormat::Markdown => {
             let full_plan = match &args.plan_file {
                 Some(file) => format!("`{}`", file.display()),
-                None => format!("`flotilla diff --from {} --to {} -o json`", args.from, args.to),
+                None => format!("`flotilla diff {} --to {} -o json`", diff.from, args.to),
             };
             let comment = markdown::Comment { full_plan: &full_plan, ..Default::default() };
             stdout.write_all(markdown::markdown(&diff, &comment).as_bytes())?;
         }
     }
     Ok(if args.exit_code && !diff.is_empty() { Outcome::Problems } else { Outcome::Clean })
+}
+
+/// What applying `plan` would change in its Push members (or `--cluster` ones) now.
+/// Members that cannot be observed are errors, after the plan of the others is printed.
+fn live(args: &DiffArgs, plan: &Plan, scope: Option<&Project>) -> anyhow::Result<PlanDiff> {
+    let kubeconfig = args.kubeconfig.as_deref().expect("clap requires --kubeconfig with --live");
+    let kubeconfig = clusters::connect::read(kubeconfig)?;
+    let names = if args.clusters.is_empty() { clusters::by_sync_mode(plan).0 } else { args.clusters.clone() };
+    let pool = clusters::connect::Pool::default();
+    let source = crate::git::local_source(&args.repo, Some(&args.to));
+    let reconcile = &args.reconcile;
+    let options = clusters::Options {
+        progress: false,
+        pool: &pool,
+        instance: &reconcile.instance,
+        trust: reconcile.trust.trust(),
+        budget: Default::default(),
+        concurrency: reconcile.concurrency,
+        request_timeout: reconcile.request_timeout,
+        cluster_timeout: reconcile.cluster_timeout,
+        fence: &Default::default(),
+        source: &source,
+        // Read-only: the plan reads the instance's inventory whichever source recorded
+        // it (the comparison matters to writes, and `apply` makes it).
+        adopt: true,
+        scope,
+        acting_as: reconcile.service_account.as_deref(),
+    };
+    let observed = super::runtime()?.block_on(clusters::observe_all(plan, &kubeconfig, &names, options));
+    let mut diff = PlanDiff {
+        from: "live".into(),
+        to: plan.revision.clone(),
+        problems: plan.problems.clone(),
+        ..Default::default()
+    };
+    let mut unreachable = Vec::new();
+    for (cluster, outcome) in observed {
+        match outcome {
+            Ok(found) => {
+                if let Some(refused) = &found.prune_refused {
+                    eprintln!("warning: {cluster}: {refused}");
+                }
+                let changes = plan_diff::live::cluster(&found.observed, &found.removed);
+                if changes != plan_diff::ClusterDiff::default() {
+                    diff.clusters.insert(cluster, changes);
+                }
+            }
+            Err(e) => unreachable.push(format!("{cluster}: {e}")),
+        }
+    }
+    anyhow::ensure!(unreachable.is_empty(), "cannot observe {}", unreachable.join("; "));
+    Ok(diff)
 }
 
 /// Per cluster: `+` added, `~` changed (then one line per field), `-` removed.
@@ -72,6 +138,9 @@ fn text(diff: &PlanDiff) -> String {
         }
         for e in &changes.removed {
             out += &format!("  - {}\n", object(e));
+        }
+        for f in &changes.failed {
+            out += &format!("  ! {}: {}\n", object(&f.object), f.reason);
         }
     }
     for p in &diff.problems {

@@ -591,3 +591,56 @@ async fn objects_are_written_as_the_service_account_and_its_rbac_bounds_them() {
     });
     assert!(as_account >= 1, "the ConfigMap was written as the service account");
 }
+
+/// `flotilla diff --live`: what applying a revision would change in the members now,
+/// drift included, from server-side apply dry runs, writing nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_plan_shows_drift_creations_prunes_and_refusals_and_writes_nothing() {
+    let members = members();
+    let ns = "e2e-live";
+    let dir = repo(&[("fleet.yaml", fleet(ns, &[("one", &["member1"]), ("two", &["member1"])]).as_bytes())]);
+    crate::support::commit_all(dir.path(), "one and two");
+    let (code, out, err) = apply(members, dir.path(), "live", &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
+    let repo_dir = dir.path().to_str().unwrap().to_owned();
+    let live = |extra: &[&str]| {
+        let mut args = vec!["diff", &repo_dir, "--to", "HEAD", "--live", "--kubeconfig", &kubeconfig];
+        args.extend_from_slice(&["--instance", "live", "--exit-code"]);
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let (code, text, err) = live(&[]);
+    assert_eq!(code, 0, "nothing to change right after apply: {text}\n{err}");
+
+    // Someone edits `one` in member1; the next revision drops `two`, adds `three`, and a
+    // ConfigMap whose data the API server refuses.
+    let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
+    let patch = serde_json::json!({"data": {"k": "edited"}});
+    cms.patch("one", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+    let mut next = fleet(ns, &[("one", &["member1"]), ("three", &["member1"])]);
+    next +=
+        &format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: bad, namespace: {ns}}}\ndata: {{k: [1]}}\n");
+    next += &format!(
+        "---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: bad, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap, name: bad}}]\n  placement: {{clusterAffinity: {{clusterNames: [member1]}}}}\n"
+    );
+    write(dir.path(), "fleet.yaml", next.as_bytes());
+    crate::support::commit_all(dir.path(), "three, bad, no two");
+    let (code, stdout, err) = live(&["-o", "json"]);
+    assert_eq!(code, 1, "{stdout}\n{err}");
+    let diff: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(diff["from"], "live");
+    let member1 = &diff["clusters"]["member1"];
+    assert_eq!(member1["changed"][0]["name"], "one", "{diff}");
+    assert_eq!(member1["changed"][0]["fields"][0], serde_json::json!({"path": "data.k", "from": "edited", "to": "v"}));
+    assert_eq!(member1["added"][0]["name"], "three", "{diff}");
+    assert_eq!(member1["removed"][0]["name"], "two", "{diff}");
+    assert_eq!(member1["failed"][0]["name"], "bad", "{diff}");
+    assert!(member1["failed"][0]["reason"].as_str().unwrap().contains("dry run was refused"), "{diff}");
+    assert!(diff["clusters"].get("member2").is_none(), "{diff}");
+
+    // Nothing was written: the drift stays, `three` does not exist, `two` does.
+    assert_eq!(cms.get("one").await.unwrap().data.unwrap()["k"], "edited");
+    assert!(cms.get_opt("three").await.unwrap().is_none());
+    assert!(cms.get_opt("two").await.unwrap().is_some());
+}

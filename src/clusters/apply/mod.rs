@@ -21,6 +21,7 @@ use tracing::{debug, warn};
 
 mod delete;
 mod kinds;
+pub mod live;
 
 pub use kinds::{Kinds, Unresolved, observe};
 

@@ -6,6 +6,7 @@
 //! shown as `++++++++` (Argo CD's mask; `+++++++++` for a changed value), so a diff says
 //! that a value changed, not what it became.
 
+pub mod live;
 pub mod markdown;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,6 +44,20 @@ pub struct ClusterDiff {
     pub changed: Vec<Changed>,
     /// Objects the earlier render placed here and the later does not.
     pub removed: Vec<Entry>,
+    /// Objects the member refused in a live plan (`--live`): a conflict, an invalid
+    /// field, a kind it does not serve.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<Failed>,
+}
+
+/// An object a member would refuse, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failed {
+    /// Which object.
+    #[serde(flatten)]
+    pub object: Entry,
+    /// The member's reason.
+    pub reason: String,
 }
 
 /// An object, by its identity.
