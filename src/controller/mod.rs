@@ -74,14 +74,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let (deliver, deliveries) = mpsc::unbounded_channel();
     serve(&config, &parts, Arc::new(registry), triggers.clone(), deliver).await?;
 
-    let (repo, branch, cache, auth) =
-        (config.repo.clone(), config.branch.clone(), config.cache_dir.clone(), config.git_auth.clone());
-    let opened = tokio::task::spawn_blocking(move || Branch::open(&repo, &branch, &cache, auth)).await?;
-    let mut opened = opened.context("opening the repository")?;
-    if let Some(key) = config.signing_key.clone() {
-        opened.sign_with(key);
-    }
-    let git = Git::spawn(opened);
+    let git = open_branch(&config).await?;
     let wake = triggers.clone();
     let _watcher = crate::git::watch_local(&config.repo, move || {
         let _ = wake.send(Trigger::Fetch);
@@ -92,12 +85,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let stop = shutdown_signal();
     let parse_cache = Arc::new(Mutex::new(Default::default()));
     let (rendered, plans) = watch::channel(None);
-    let plans_for_previews = plans.clone();
     let autoscaler = match &config.autoscale {
         Some(settings) => {
             let fence = leadership.fence();
             let loop_ = autoscaler_loop(&config, settings.clone(), &parts, &git, &parse_cache, triggers, fence);
-            Some(tokio::spawn(loop_.run(plans, leadership.subscribe(), stop.clone())))
+            Some(tokio::spawn(loop_.run(plans.clone(), leadership.subscribe(), stop.clone())))
         }
         None => {
             info!("pull-mode agent: applying this member only; autoscaling is left to the push controller");
@@ -107,7 +99,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let previews = config.previews.map(|follow| {
         let loop_ =
             previews_loop(follow, &config.reconcile, &config.credentials, &parts, &git, &parse_cache, &leadership);
-        let rendered = plans_for_previews;
+        let rendered = plans.clone();
         loop_.run(crate::previews::Inputs { deliveries, rendered, leading: leadership.subscribe(), stop: stop.clone() })
     });
     let reconciler = Reconciler {
@@ -133,6 +125,19 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     leadership.release().await;
     Ok(())
+}
+
+/// Opens the followed branch (fetching into the cache happens later, in the loop) and
+/// hands it to its Git thread.
+async fn open_branch(config: &Config) -> anyhow::Result<Git> {
+    let (repo, branch, cache, auth) =
+        (config.repo.clone(), config.branch.clone(), config.cache_dir.clone(), config.git_auth.clone());
+    let opened = tokio::task::spawn_blocking(move || Branch::open(&repo, &branch, &cache, auth)).await?;
+    let mut opened = opened.context("opening the repository")?;
+    if let Some(key) = config.signing_key.clone() {
+        opened.sign_with(key);
+    }
+    Ok(Git::spawn(opened))
 }
 
 /// Binds the listeners and serves them in the background.
