@@ -153,12 +153,7 @@ pub async fn teardown_all(
     clusters: &[String],
     options: Options<'_>,
 ) -> Vec<(String, Outcome)> {
-    let runs = clusters.iter().map(|cluster| async move {
-        let outcome =
-            with_retries(options.cluster_timeout, cluster, || teardown_one(kubeconfig, cluster, options)).await;
-        (cluster.clone(), outcome)
-    });
-    futures::future::join_all(runs).await
+    each_retried(clusters, options.cluster_timeout, |cluster| teardown_one(kubeconfig, cluster, options)).await
 }
 
 /// What applying `plan` would change in each named cluster now (server-side apply dry
@@ -169,11 +164,23 @@ pub async fn observe_all(
     clusters: &[String],
     options: Options<'_>,
 ) -> Vec<(String, Result<apply::live::LivePlan, String>)> {
-    let runs = clusters.iter().map(|cluster| async move {
-        let outcome =
-            with_retries(options.cluster_timeout, cluster, || observe_one(plan, kubeconfig, cluster, options)).await;
-        (cluster.clone(), outcome)
-    });
+    each_retried(clusters, options.cluster_timeout, |cluster| observe_one(plan, kubeconfig, cluster, options)).await
+}
+
+/// Runs `work` against every named cluster concurrently, each retried as a reconcile is
+/// ([`with_retries`]); one outcome per cluster, in order.
+async fn each_retried<'a, T, F, Fut>(
+    clusters: &'a [String],
+    limit: Duration,
+    work: F,
+) -> Vec<(String, Result<T, String>)>
+where
+    F: Fn(&'a str) -> Fut + Copy,
+    Fut: std::future::Future<Output = Result<T, Failure>>,
+{
+    let runs = clusters
+        .iter()
+        .map(|cluster| async move { (cluster.clone(), with_retries(limit, cluster, || work(cluster)).await) });
     futures::future::join_all(runs).await
 }
 

@@ -39,59 +39,67 @@ pub async fn observe_share(client: &Client, share: Share, settings: &Settings<'_
         Ok(keys) => plan.removed = keys,
         Err(refused) => plan.prune_refused = Some(refused.to_string()),
     }
-    // Resolve every kind first (one discovery each), then observe concurrently.
+    // Resolve every kind first (one discovery each), then read every object.
     let mut kinds = Kinds::new(client, &settings.acting);
     let mut work = Vec::new();
     for d in share.objects {
-        let resolved = kinds.resolve(&d.key).await.map_err(|e| e.to_string());
-        work.push((d, resolved));
+        let api = kinds.resolve(&d.key).await.map(|(ar, scope)| kinds.api(&ar, &scope, d.key.namespace.as_deref()));
+        work.push((d, api.map_err(|e| e.to_string())));
     }
-    let kinds = &kinds;
-    plan.observed = stream::iter(work)
-        .map(|(d, resolved)| async move {
-            match resolved {
-                Ok((ar, scope)) => observe_one(&kinds.api(&ar, &scope, d.key.namespace.as_deref()), d, settings).await,
-                Err(why) => Observed { key: d.key, manifest: d.manifest, live: None, applied: Err(why) },
-            }
+    let concurrency = settings.concurrency.max(1);
+    let read: Vec<_> = stream::iter(work)
+        .map(|(d, api)| async move {
+            let live = match &api {
+                Ok(api) => api.get_opt(&d.key.name).await.map_err(|e| format!("read failed: {e}")),
+                Err(why) => Err(why.clone()),
+            };
+            (d, api, live.map(|found| found.map(|o| serde_json::to_value(o).expect("objects serialise"))))
         })
-        .buffered(settings.concurrency.max(1))
+        .buffered(concurrency)
         .collect()
         .await;
-    let created: BTreeSet<String> = plan
-        .observed
+    // An object in a Namespace the same apply creates cannot be dry-run before it
+    // exists: it is a creation.
+    let created: BTreeSet<String> = read
         .iter()
-        .filter(|o| o.live.is_none() && o.key.group().is_empty() && o.key.kind == "Namespace")
-        .map(|o| o.key.name.clone())
+        .filter(|(d, _, live)| matches!(live, Ok(None)) && d.key.group().is_empty() && d.key.kind == "Namespace")
+        .map(|(d, _, _)| d.key.name.clone())
         .collect();
-    // An object in a Namespace the same apply creates cannot be dry-run before it exists:
-    // it is a creation.
-    for o in &mut plan.observed {
-        if o.live.is_none() && o.key.namespace.as_ref().is_some_and(|ns| created.contains(ns)) {
-            o.applied = Ok(o.manifest.clone());
-        }
-    }
+    let created = &created;
+    plan.observed = stream::iter(read)
+        .map(|(d, api, live)| async move {
+            let Finished { key, manifest } = d;
+            match (api, live) {
+                (Err(why), _) | (_, Err(why)) => Observed { key, manifest, live: None, applied: Err(why) },
+                (Ok(_), Ok(None)) if key.namespace.as_ref().is_some_and(|ns| created.contains(ns)) => {
+                    Observed { applied: Ok(manifest.clone()), key, manifest, live: None }
+                }
+                (Ok(api), Ok(live)) => {
+                    let applied = dry_run(&api, &key, &manifest, live.as_ref(), settings.instance).await;
+                    Observed { key, manifest, live, applied }
+                }
+            }
+        })
+        .buffered(concurrency)
+        .collect()
+        .await;
     Ok(plan)
 }
 
-async fn observe_one(api: &kube::Api<kube::api::DynamicObject>, d: Finished, settings: &Settings<'_>) -> Observed {
-    let Finished { key, manifest } = d;
-    let live = match api.get_opt(&key.name).await {
-        Ok(found) => found.map(|o| serde_json::to_value(o).expect("objects serialise")),
-        Err(e) => return Observed { key, manifest, live: None, applied: Err(format!("read failed: {e}")) },
-    };
-    let owned = match &live {
-        Some(existing) => ownership::may_apply(&manifest, existing, settings.instance).map_err(|c| c.to_string()),
-        None => Ok(()),
-    };
-    let applied = match owned {
-        Ok(()) => {
-            let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
-            match api.patch(&key.name, &params, &Patch::Apply(&manifest)).await {
-                Ok(result) => Ok(serde_json::to_value(result).expect("objects serialise")),
-                Err(e) => Err(format!("the dry run was refused: {e}")),
-            }
-        }
-        Err(conflict) => Err(conflict),
-    };
-    Observed { key, manifest, live, applied }
+/// What applying `manifest` would leave, or why the member would refuse it.
+async fn dry_run(
+    api: &kube::Api<kube::api::DynamicObject>,
+    key: &ObjectKey,
+    manifest: &serde_json::Value,
+    live: Option<&serde_json::Value>,
+    instance: &str,
+) -> Result<serde_json::Value, String> {
+    if let Some(existing) = live {
+        ownership::may_apply(manifest, existing, instance).map_err(|c| c.to_string())?;
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
+    match api.patch(&key.name, &params, &Patch::Apply(manifest)).await {
+        Ok(result) => Ok(serde_json::to_value(result).expect("objects serialise")),
+        Err(e) => Err(format!("the dry run was refused: {e}")),
+    }
 }

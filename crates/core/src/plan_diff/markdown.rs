@@ -119,10 +119,15 @@ fn moves(cluster: &ClusterDiff) -> String {
     cell
 }
 
-/// `Kind ns/name`, table-safe (names cannot hold `|`, but a cell must never break).
-fn object(e: &Entry) -> String {
+/// `Kind ns/name`.
+fn spelled(e: &Entry) -> String {
     let at = if e.namespace.is_empty() { e.name.clone() } else { format!("{}/{}", e.namespace, e.name) };
-    format!("{} {at}", e.kind).replace('|', "\\|")
+    format!("{} {at}", e.kind)
+}
+
+/// [`spelled`], table-safe (names cannot hold `|`, but a cell must never break).
+fn object(e: &Entry) -> String {
+    spelled(e).replace('|', "\\|")
 }
 
 fn shown(value: &Option<Value>) -> String {
@@ -187,7 +192,7 @@ fn change(c: &Changed) -> String {
 }
 
 fn full(e: &Entry) -> String {
-    format!("{} {}", e.api_version, object(e).replace("\\|", "|"))
+    format!("{} {}", e.api_version, spelled(e))
 }
 
 /// A code fence longer than any run of backticks in `body`, so no value closes it.
