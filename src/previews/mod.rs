@@ -210,20 +210,7 @@ impl Previews {
             }
         };
         let diff = plan_diff::diff(&base_plan, &head_plan, &[]);
-        let mut notes = Vec::new();
-        let mut deployed = None;
-        if preview {
-            let expires = now() + self.settings.step.ttl;
-            let stamp = Stamp { number, head: revisions.head.to_string(), expires };
-            let (note, ok) = self.deploy(head_plan, &stamp).await;
-            notes.push(note);
-            if ok {
-                deployed = Some(expires);
-            }
-        } else if pull.labels.contains(&self.settings.step.label) {
-            let max = self.settings.step.max_previews;
-            notes.push(format!("**Preview** waiting: {max} previews already run (`--max-previews`)."));
-        }
+        let (notes, deployed) = self.preview(pull, preview, head_plan, &revisions).await;
         let rendered = revisions.head.to_string();
         match self.post(number, &rendered, &diff, &notes, preview && deployed.is_none()).await {
             Ok(()) => {
@@ -235,6 +222,27 @@ impl Previews {
             }
             Err(e) => failed(e.into()),
         }
+    }
+
+    /// Applies the preview when asked: the comment's paragraph about it, and its expiry
+    /// when every member took it.
+    async fn preview(
+        &self,
+        pull: &PullRequest,
+        wanted: bool,
+        plan: Plan,
+        at: &Revisions,
+    ) -> (Vec<String>, Option<u64>) {
+        if !wanted {
+            let max = self.settings.step.max_previews;
+            let waiting = pull.labels.contains(&self.settings.step.label);
+            let note = format!("**Preview** waiting: {max} previews already run (`--max-previews`).");
+            return (waiting.then_some(note).into_iter().collect(), None);
+        }
+        let expires = now() + self.settings.step.ttl;
+        let stamp = Stamp { number: pull.number, head: at.head.to_string(), expires };
+        let (note, ok) = self.deploy(plan, &stamp).await;
+        (vec![note], ok.then_some(expires))
     }
 
     /// Posts (or updates) the comment and sets the statuses on the rendered head (the

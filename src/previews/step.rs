@@ -137,22 +137,20 @@ pub fn step(state: &mut State, settings: &Settings, event: Event) -> Vec<Action>
             }
             start_waiting(state, settings, &mut actions);
         }
-        Event::Tick(now) => {
-            let expired: Vec<u64> = state
-                .pulls
-                .iter()
-                .filter(|(_, p)| p.preview.as_ref().is_some_and(|r| r.expires <= now))
-                .map(|(n, _)| *n)
-                .collect();
-            for number in expired {
-                let pull = state.pulls.get_mut(&number).expect("listed above");
-                pull.with_preview = false;
-                pull.waiting = false;
-                actions.push(Action::Teardown { number, why: "its time to live expired without a push" });
-            }
-        }
+        Event::Tick(now) => expire(state, now, &mut actions),
     }
     actions
+}
+
+/// Removes the previews whose expiry has come.
+fn expire(state: &mut State, now: u64, actions: &mut Vec<Action>) {
+    for (number, pull) in &mut state.pulls {
+        if pull.preview.as_ref().is_some_and(|r| r.expires <= now) {
+            pull.with_preview = false;
+            pull.waiting = false;
+            actions.push(Action::Teardown { number: *number, why: "its time to live expired without a push" });
+        }
+    }
 }
 
 /// A pull request as the forge shows it now.
