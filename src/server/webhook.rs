@@ -54,10 +54,7 @@ pub fn pulls_router(hooks: PullHooks) -> Router {
 
 async fn pulls(State(hooks): State<Arc<PullHooks>>, headers: HeaderMap, body: Bytes) -> Response {
     use crate::forge::{Kind, hooks as forge_hooks};
-    let count = |outcome: &str| {
-        let labels = WebhookLabels { source: "pulls".into(), outcome: outcome.into() };
-        hooks.metrics.webhooks.get_or_create(&labels).inc();
-    };
+    let count = counter(&hooks.metrics, "pulls");
     let signed = match hooks.kind {
         Kind::Github | Kind::Gitea => signature_valid(&hooks.secret, &body, header(&headers, "x-hub-signature-256")),
         Kind::Gitlab => token_valid(&hooks.secret, header(&headers, "x-gitlab-token")),
@@ -81,6 +78,13 @@ async fn pulls(State(hooks): State<Arc<PullHooks>>, headers: HeaderMap, body: By
             count("malformed");
             (StatusCode::BAD_REQUEST, why).into_response()
         }
+    }
+}
+
+/// Counts deliveries from `source` by outcome.
+fn counter<'a>(metrics: &'a Metrics, source: &'a str) -> impl Fn(&str) + 'a {
+    move |outcome| {
+        metrics.webhooks.get_or_create(&WebhookLabels { source: source.into(), outcome: outcome.into() }).inc();
     }
 }
 
@@ -136,9 +140,7 @@ async fn generic(State(hooks): State<Arc<Webhooks>>, headers: HeaderMap, body: B
 /// Checks the signature, then the payload (a push to the watched branch), then wakes
 /// the controller.
 fn deliver(hooks: &Webhooks, source: &str, signed: impl Fn(&[u8]) -> bool, body: &[u8]) -> Response {
-    let count = |outcome: &str| {
-        hooks.metrics.webhooks.get_or_create(&WebhookLabels { source: source.into(), outcome: outcome.into() }).inc();
-    };
+    let count = counter(&hooks.metrics, source);
     if !signed(&hooks.secret) {
         count("bad_signature");
         return (StatusCode::UNAUTHORIZED, "bad signature").into_response();
