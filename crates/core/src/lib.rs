@@ -24,6 +24,7 @@ pub mod inventory;
 pub mod load;
 pub mod matching;
 pub mod model;
+pub mod multicluster;
 pub mod overrides;
 pub mod ownership;
 pub mod plan_diff;
@@ -65,6 +66,10 @@ pub fn plan_loaded(loaded: Loaded, revision: String, state: &ClusterState) -> Pl
                     clusters: loaded.clusters.iter().map(|c| (c.name.clone(), None)).collect(),
                     ..Default::default()
                 }),
+                Claim::MultiClusterService(m) => {
+                    let placement = multicluster::placement(&loaded.multi_cluster_services[m].spec, &loaded.clusters);
+                    schedule::place(template, &placement, &loaded.clusters, state)
+                }
             };
             (binding, result)
         })

@@ -42,6 +42,10 @@ pub enum Claim {
     Policy(usize),
     /// A Namespace, synced to every cluster as Karmada's namespace controller does.
     NamespaceSync,
+    /// A Service a CrossCluster MultiClusterService of the same name claims (index into
+    /// [`Loaded::multi_cluster_services`]); it wins over any PropagationPolicy, as
+    /// Karmada's MultiClusterService controller takes the Service's binding over.
+    MultiClusterService(usize),
 }
 
 /// A template and the policy that claimed it.
@@ -175,12 +179,15 @@ pub fn bind(loaded: &Loaded) -> (Vec<Binding>, Vec<usize>) {
             .enumerate()
             .map(|(i, p)| (i, p.namespace.as_deref(), p.spec.resource_selectors.as_slice())),
     );
+    let services = multi_cluster_services(loaded);
     let claims: Vec<(usize, Option<Claim>)> = loaded
         .templates
         .par_iter()
         .enumerate()
-        .filter(|(_, template)| claimable(template))
-        .map(|(i, template)| (i, claim(loaded, &index, template)))
+        .filter_map(|(i, template)| match multi_cluster_service(&services, template) {
+            Some(m) => Some((i, Some(Claim::MultiClusterService(m)))),
+            None => claimable(template).then(|| (i, claim(loaded, &index, template))),
+        })
         .collect();
     let mut bindings = Vec::new();
     let mut unclaimed = Vec::new();
@@ -191,6 +198,24 @@ pub fn bind(loaded: &Loaded) -> (Vec<Binding>, Vec<usize>) {
         }
     }
     (bindings, unclaimed)
+}
+
+/// CrossCluster MultiClusterServices by the namespace and name of the Service they claim.
+fn multi_cluster_services(loaded: &Loaded) -> BTreeMap<(&str, &str), usize> {
+    let mut out = BTreeMap::new();
+    for (i, mcs) in loaded.multi_cluster_services.iter().enumerate().filter(|(_, m)| m.spec.cross_cluster()) {
+        out.insert((mcs.namespace.as_deref().unwrap_or("default"), mcs.name.as_str()), i);
+    }
+    out
+}
+
+/// The MultiClusterService that claims `template`, if it is a Service one claims.
+fn multi_cluster_service(services: &BTreeMap<(&str, &str), usize>, template: &Template) -> Option<usize> {
+    let key = &template.key;
+    if key.api_version != "v1" || key.kind != "Service" || template.derived_from.is_some() {
+        return None;
+    }
+    services.get(&(key.namespace.as_deref()?, key.name.as_str())).copied()
 }
 
 fn claim(loaded: &Loaded, index: &PolicyIndex<'_>, template: &Template) -> Option<Claim> {

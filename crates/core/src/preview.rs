@@ -38,13 +38,7 @@ pub struct Relocated {
 /// `pr-<N>-<namespace>`, or, past 63 characters, cut and ended with a hash of the
 /// whole name so that two long names stay apart.
 pub fn namespace(number: u64, namespace: &str) -> String {
-    let full = format!("pr-{number}-{namespace}");
-    if full.len() <= MAX_NAMESPACE {
-        return full;
-    }
-    let hash = full.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-    let kept = full[..MAX_NAMESPACE - 9].trim_end_matches('-');
-    format!("{kept}-{hash:08x}")
+    crate::model::names::fit(format!("pr-{number}-{namespace}"), MAX_NAMESPACE)
 }
 
 /// Which preview: the pull request, the head it runs, and its expiry (Unix seconds).

@@ -61,6 +61,7 @@ fn collect(loaded: &mut Loaded, file: &CachedFile) {
             Parsed::Cluster(c) => loaded.clusters.push(Cluster::clone(c)),
             Parsed::FederatedHpa(h) => loaded.federated_hpas.push(h.clone()),
             Parsed::CronFederatedHpa(h) => loaded.cron_federated_hpas.push(h.clone()),
+            Parsed::MultiClusterService(m) => loaded.multi_cluster_services.push(m.clone()),
         }
     }
 }
@@ -164,6 +165,7 @@ pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -
         // scopes are redone.
         let reuse = previous_scopes.as_ref() == Some(&scopes);
         loaded.templates = templates(key_files(per_file, &mut kept, &scopes, reuse)?)?;
+        scope::follow_exported(&mut loaded.templates);
         finish(&mut loaded)?;
         Ok((loaded, scopes))
     };

@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::model::autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
 use crate::model::cluster::{Cluster, ClusterSpec};
+use crate::model::service::MultiClusterServiceSpec;
 use crate::model::{Limits, Loaded, Named, ObjectKey, Origin, OverrideSpec, PropagationSpec, RepoFiles, Template};
 
 pub use cache::{ParseCache, load_cached};
@@ -120,6 +121,7 @@ enum Parsed {
     Cluster(Box<Cluster>),
     FederatedHpa(Arc<Named<FederatedHpaSpec>>),
     CronFederatedHpa(Arc<Named<CronFederatedHpaSpec>>),
+    MultiClusterService(Arc<Named<MultiClusterServiceSpec>>),
 }
 
 /// Loads every manifest of a revision. See the module docs.
@@ -261,6 +263,14 @@ fn classify(
         ("autoscaling.karmada.io/v1alpha1", "CronFederatedHPA") => {
             Parsed::CronFederatedHpa(Arc::new(typed(file, chunk, limits, &origin, true, validate::cron_federated_hpa)?))
         }
+        ("networking.karmada.io/v1alpha1", "MultiClusterService") => Parsed::MultiClusterService(Arc::new(typed(
+            file,
+            chunk,
+            limits,
+            &origin,
+            true,
+            validate::multi_cluster_service,
+        )?)),
         _ if scope::is_karmada_group(api_version) => {
             return Err(invalid(format!("{api_version} {kind} is not supported by flotilla")));
         }
@@ -324,6 +334,7 @@ fn finish(loaded: &mut Loaded) -> Result<(), LoadError> {
     unique_names(&mut loaded.override_policies, "OverridePolicy", "ClusterOverridePolicy")?;
     unique_names(&mut loaded.federated_hpas, "FederatedHPA", "FederatedHPA")?;
     unique_names(&mut loaded.cron_federated_hpas, "CronFederatedHPA", "CronFederatedHPA")?;
+    unique_names(&mut loaded.multi_cluster_services, "MultiClusterService", "MultiClusterService")?;
     Ok(())
 }
 

@@ -153,16 +153,35 @@ fn string_map(metadata: &Map<String, Value>, field: &str) -> Result<BTreeMap<Str
 
 /// Karmada's ServiceImport controller creates a ClusterIP Service `derived-<name>` with
 /// the ServiceImport's ports; consumers call it, and it follows the ServiceImport to
-/// every cluster it is propagated to (spec §7.4).
+/// every cluster it is propagated to (spec §7.4). [`follow_exported`] then gives it the
+/// exported Service's ports when the repository holds that Service.
 pub fn derived_service(template: &Template) -> Option<Template> {
     if template.key.kind != "ServiceImport" || template.key.group() != "multicluster.x-k8s.io" {
         return None;
     }
     let namespace = template.key.namespace.clone()?;
     let name = format!("derived-{}", template.key.name);
+    let ports = service_ports(&template.object);
+    let object = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"type": "ClusterIP", "ports": ports},
+    });
+    Some(Template {
+        key: ObjectKey { api_version: "v1".into(), kind: "Service".into(), namespace: Some(namespace), name },
+        labels: BTreeMap::new(),
+        object: Arc::new(object),
+        origin: template.origin.clone(),
+        derived_from: Some(template.key.clone()),
+        workload: Default::default(),
+    })
+}
+
+/// The ports a derived Service copies: name, protocol, port and appProtocol of each.
+fn service_ports(object: &Value) -> Vec<Value> {
     let allowed: BTreeSet<&str> = ["name", "protocol", "port", "appProtocol"].into();
-    let ports: Vec<Value> = template
-        .object
+    object
         .pointer("/spec/ports")
         .and_then(Value::as_array)
         .map(|ports| {
@@ -179,19 +198,22 @@ pub fn derived_service(template: &Template) -> Option<Template> {
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    let object = json!({
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"type": "ClusterIP", "ports": ports},
-    });
-    Some(Template {
-        key: ObjectKey { api_version: "v1".into(), kind: "Service".into(), namespace: Some(namespace), name },
-        labels: BTreeMap::new(),
-        object: Arc::new(object),
-        origin: template.origin.clone(),
-        derived_from: Some(template.key.clone()),
-        workload: Default::default(),
-    })
+        .unwrap_or_default()
+}
+
+/// Gives each derived Service the ports of the Service its ServiceImport names, when
+/// the repository holds that Service: a port changed in Git reaches the consumers with
+/// the next render (Karmada copies the ServiceImport's ports once and never follows the
+/// exported Service, karmada#1993). `templates` is sorted by key.
+pub fn follow_exported(templates: &mut [Arc<Template>]) {
+    let find = |templates: &[Arc<Template>], key: &ObjectKey| templates.binary_search_by(|t| t.key.cmp(key)).ok();
+    for i in 0..templates.len() {
+        let Some(import) = templates[i].derived_from.as_ref() else { continue };
+        let exported = ObjectKey { api_version: "v1".into(), kind: "Service".into(), ..import.clone() };
+        let Some(source) = find(templates, &exported) else { continue };
+        let ports = service_ports(&templates[source].object);
+        let mut object = Value::clone(&templates[i].object);
+        object["spec"]["ports"] = Value::Array(ports);
+        templates[i] = Arc::new(Template { object: Arc::new(object), ..Template::clone(&templates[i]) });
+    }
 }

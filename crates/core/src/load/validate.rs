@@ -14,6 +14,7 @@ use crate::model::policy::{
     PropagationSpec, ReplicaSchedulingType, SpreadConstraint, SpreadField,
 };
 use crate::model::selector::LabelSelector;
+use crate::model::service::MultiClusterServiceSpec;
 
 type Check = Result<(), String>;
 
@@ -381,4 +382,19 @@ pub fn cron_federated_hpa(spec: &mut CronFederatedHpaSpec, _: Option<&str>) -> C
         })?;
     }
     scale_target(&spec.scale_target_ref)
+}
+
+/// Validates a MultiClusterService: at least one type, cluster names that can name a
+/// cluster, ports in range.
+pub fn multi_cluster_service(spec: &mut MultiClusterServiceSpec, _: Option<&str>) -> Check {
+    ensure(!spec.types.is_empty(), || "spec.types: at least one of CrossCluster, LoadBalancer is required".into())?;
+    for (field, names) in [("providerClusters", spec.providers()), ("consumerClusters", spec.consumers())] {
+        for name in names {
+            ensure(!name.is_empty(), || format!("spec.{field}: a cluster name is required"))?;
+        }
+    }
+    for (i, port) in spec.ports.iter().enumerate() {
+        ensure((1..=65535).contains(&port.port), || format!("spec.ports[{i}].port: {} is not a port", port.port))?;
+    }
+    Ok(())
 }

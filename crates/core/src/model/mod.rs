@@ -9,6 +9,7 @@ pub mod plan;
 pub mod policy;
 pub mod repo;
 pub mod selector;
+pub mod service;
 
 use std::sync::Arc;
 
@@ -57,6 +58,8 @@ pub struct Loaded {
     pub federated_hpas: Vec<Arc<Named<FederatedHpaSpec>>>,
     /// CronFederatedHPAs.
     pub cron_federated_hpas: Vec<Arc<Named<CronFederatedHpaSpec>>>,
+    /// MultiClusterServices.
+    pub multi_cluster_services: Vec<Arc<Named<service::MultiClusterServiceSpec>>>,
 }
 
 impl Loaded {

@@ -18,6 +18,9 @@ pub enum Source {
     NamespaceSync,
     /// Referenced by a propagated workload (`propagateDeps`) or derived from one.
     Dependency,
+    /// The Service of a CrossCluster MultiClusterService (index into
+    /// `multi_cluster_services`), placed on its providers and consumers.
+    MultiClusterService(usize),
 }
 
 /// One object for one cluster, kept as a reference to its template plus the per-cluster

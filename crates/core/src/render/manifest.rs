@@ -67,6 +67,10 @@ fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: So
         }
         Source::NamespaceSync => ("namespace-sync".to_owned(), false, false),
         Source::Dependency => ("dependency".to_owned(), false, false),
+        // Karmada's MultiClusterService controller binds the Service with Overwrite.
+        Source::MultiClusterService(m) => {
+            (loaded.multi_cluster_services[m].describe("MultiClusterService", "MultiClusterService"), true, false)
+        }
     };
     let resolution = conflict_resolution(template.annotation(CONFLICT_ANNOTATION), resolution);
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {

@@ -183,6 +183,7 @@ fn target(loaded: &Loaded, binding: Binding, assignment: Assignment) -> Target {
     let (source, suspension) = match binding.claim {
         Claim::Policy(p) => (Source::Policy(p), loaded.propagation_policies[p].spec.suspension.as_ref()),
         Claim::NamespaceSync => (Source::NamespaceSync, None),
+        Claim::MultiClusterService(m) => (Source::MultiClusterService(m), None),
     };
     let all_suspended = suspension.and_then(|s| s.dispatching).unwrap_or(false);
     let suspended = suspension
