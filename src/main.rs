@@ -15,6 +15,7 @@ mod cli;
 mod clusters;
 mod commands;
 mod controller;
+mod endpoints;
 mod forge;
 mod git;
 mod host;

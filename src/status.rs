@@ -42,6 +42,43 @@ pub struct Status {
     /// Per autoscaler (`<kind> <namespace>/<name>`): what it decided.
     #[serde(default)]
     pub autoscalers: BTreeMap<String, AutoscalerStatus>,
+    /// Per exported service (`<namespace>/<name>`): its providers and consumers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub services: BTreeMap<String, ServiceStatus>,
+}
+
+/// One exported service, as the endpoints loop keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceStatus {
+    /// The Service consumers call.
+    pub target: String,
+    /// Per provider: `ready`, `unreachable`, `listing` or `conflict`, and its ready endpoints.
+    pub providers: BTreeMap<String, ProviderStatus>,
+    /// Per consumer: what it should hold, and whether it does.
+    pub consumers: BTreeMap<String, ConsumerStatus>,
+    /// The `Conflict` condition's message, while exports disagree on ports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
+}
+
+/// A provider of an exported service.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderStatus {
+    /// `ready`, `unreachable`, `listing` or `conflict`.
+    pub state: String,
+    /// Its ready endpoints.
+    pub endpoints: usize,
+}
+
+/// A consumer of an exported service.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerStatus {
+    /// Slices it should hold.
+    pub slices: usize,
+    /// Ready endpoints in them.
+    pub endpoints: usize,
+    /// Whether it holds exactly those slices.
+    pub synced: bool,
 }
 
 impl Status {

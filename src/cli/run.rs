@@ -99,6 +99,10 @@ pub struct RunArgs {
     /// Time between autoscaler syncs (FederatedHPA and CronFederatedHPA).
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
     pub autoscale_interval: Duration,
+    /// Multi-cluster Services: a provider member that has not answered its probe (every
+    /// 2 s) for this long has its endpoints withdrawn from the consumers' slices.
+    #[arg(long, value_name = "DURATION", default_value = "6s", value_parser = duration)]
+    pub endpoint_withdraw_after: Duration,
     /// Where autoscaler decisions go: a commit to the branch, a ConfigMap in the host
     /// cluster that renders read, or nowhere (report only).
     #[arg(long, value_enum, default_value = "git")]

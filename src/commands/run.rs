@@ -40,7 +40,18 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         None => Some(autoscale(&args)?),
     };
     let previews = previews(&args)?;
+    // Endpoints of multi-cluster Services are collected by the push controller, which
+    // reaches every Push member.
+    let endpoints = args.agent.is_none().then(|| crate::endpoints::Settings {
+        decide: crate::endpoints::step::Settings {
+            instance: args.reconcile.instance.clone(),
+            unreachable_after: args.endpoint_withdraw_after,
+            retry: std::time::Duration::from_secs(2),
+        },
+        probe_interval: std::time::Duration::from_secs(2),
+    });
     Ok(Config {
+        endpoints,
         previews,
         signing_key: args.writeback_signing_key.clone(),
         git_auth: git_auth(&args),

@@ -1,6 +1,6 @@
 //! `flotilla run`: the long-running controller, composed of loops. It opens the followed
 //! branch, starts the HTTP listeners, elects a leader, and runs the reconcile loop and
-//! (in the push controller) the autoscaler loop until SIGINT or SIGTERM. Each loop is a
+//! (in the push controller) the autoscaler and endpoints loops until SIGINT or SIGTERM. Each loop is a
 //! module of its own that imports nothing from here; this module only wires them: who
 //! wakes whom, who reads whose output.
 
@@ -54,6 +54,8 @@ pub struct Config {
     pub autoscale: Option<autoscaler::Settings>,
     /// Pull-request plans and previews, when on.
     pub previews: Option<crate::previews::Follow>,
+    /// The endpoints loop of multi-cluster Services (`None` for a pull-mode agent).
+    pub endpoints: Option<crate::endpoints::Settings>,
 }
 
 /// What every loop shares.
@@ -96,6 +98,21 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             None
         }
     };
+    let endpoints = config.endpoints.clone().map(|settings| {
+        let loop_ = crate::endpoints::Endpoints {
+            settings,
+            credentials: config.credentials.clone(),
+            host: parts.host.clone(),
+            pool: parts.pool.clone(),
+            trust: config.reconcile.trust,
+            request_timeout: config.reconcile.request_timeout,
+            board: parts.board.clone(),
+            fence: leadership.fence(),
+        };
+        let inputs =
+            crate::endpoints::Inputs { rendered: plans.clone(), leading: leadership.subscribe(), stop: stop.clone() };
+        tokio::spawn(loop_.run(inputs))
+    });
     let previews = config.previews.map(|follow| {
         let loop_ =
             previews_loop(follow, &config.reconcile, &config.credentials, &parts, &git, &parse_cache, &leadership);
@@ -121,6 +138,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::join!(reconciling, previewing);
     info!("stopping");
     if let Some(task) = autoscaler {
+        let _ = task.await;
+    }
+    if let Some(task) = endpoints {
         let _ = task.await;
     }
     leadership.release().await;

@@ -191,7 +191,10 @@ pub fn placement(spec: &MultiClusterServiceSpec, clusters: &[Cluster]) -> crate:
 fn rendered_ports(plan: &Plan, cluster: &str, namespace: &str, name: &str) -> Option<Vec<Port>> {
     let item = plan.clusters.get(cluster)?.iter().find(|item| {
         let key = &plan.loaded.templates[item.template].key;
-        key.api_version == "v1" && key.kind == "Service" && key.namespace.as_deref() == Some(namespace) && key.name == name
+        key.api_version == "v1"
+            && key.kind == "Service"
+            && key.namespace.as_deref() == Some(namespace)
+            && key.name == name
     })?;
     let manifest = plan.manifest(item).ok()?;
     Some(ports(&manifest))
