@@ -95,6 +95,29 @@ fn show(status: &Status) -> String {
     for (name, autoscaler) in &status.autoscalers {
         out += &show_autoscaler(name, autoscaler);
     }
+    for (name, service) in &status.services {
+        out += &show_service(name, service);
+    }
+    out
+}
+
+/// `service ns/name → target`, then a line per provider and consumer.
+fn show_service(id: &str, s: &crate::status::ServiceStatus) -> String {
+    let mut out = format!("service {id} → {}
+", s.target);
+    for (cluster, p) in &s.providers {
+        out += &format!("    provider {cluster}: {}, {} ready endpoints
+", p.state, p.endpoints);
+    }
+    for (cluster, c) in &s.consumers {
+        let synced = if c.synced { "in sync" } else { "catching up" };
+        out += &format!("    consumer {cluster}: {} slices, {} ready endpoints, {synced}
+", c.slices, c.endpoints);
+    }
+    if let Some(conflict) = &s.conflict {
+        out += &format!("    Conflict: {conflict}
+");
+    }
     out
 }
 

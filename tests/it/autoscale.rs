@@ -10,10 +10,12 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 
 use crate::controller::{Quiet, Running, free_port, git, git_daemon, ready, serve};
 use crate::members::{Dedicated, Members};
+use crate::services::{addresses, imported_match};
 use crate::support::{root, run_from_daemon, wait_for};
 
 fn pod_metrics() -> ApiResource {
@@ -129,6 +131,9 @@ async fn the_seed_federated_hpa_scales_1_to_10_and_back_through_git() {
     );
     wait_for("the seed to apply", Duration::from_secs(90), || async { ready(http) }).await;
     wait_for("one nginx pod in member1", Duration::from_secs(60), || async { running(members).await == (1, 0) }).await;
+    // The consumer's derived Service leads to every ready nginx pod of the fleet.
+    let derived = ("nginx-service", "derived-nginx-service");
+    imported_match(members, "default", derived, &["member1", "member2"], 1).await;
 
     // Load: 25m of the 25m request is 100 % against a 10 % target.
     let load = Arc::new(AtomicI64::new(1));
@@ -152,6 +157,8 @@ async fn the_seed_federated_hpa_scales_1_to_10_and_back_through_git() {
         .await;
     let applied = start.elapsed();
     eprintln!("load → replicas: 10 committed in {to_ten:?}; 5/5 running after {applied:?}");
+    imported_match(members, "default", derived, &["member1", "member2"], 10).await;
+    withdraw_and_restore(members).await;
     // The status says what happened, in /status, `flotilla status` and /metrics.
     let status = || crate::support::run(&["status", "--controller", &format!("http://127.0.0.1:{http}")]).1;
     let settled = "FederatedHPA default/nginx  target apps/v1 Deployment default/nginx  replicas 10 → 10";
@@ -204,6 +211,42 @@ async fn the_seed_federated_hpa_scales_1_to_10_and_back_through_git() {
     }
     assert_eq!(bot_commits(&served).len(), before, "no flapping");
     driver.abort();
+    imported_match(members, "default", derived, &["member1", "member2"], 1).await;
+
+    // The ServiceExport leaves Git: its slices leave member1.
+    git(&work, &["pull", "-q", "--rebase", served.to_str().unwrap(), "main"]);
+    let file = work.join("nginx/multicluster-service.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let kept: Vec<&str> = text.split("---\n").skip(2).collect();
+    std::fs::write(&file, kept.join("---\n")).unwrap();
+    git(&work, &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qam", "stop exporting"]);
+    git(&work, &["push", "-q", served.to_str().unwrap(), "HEAD:main"]);
+    wait_for("the imported slices to leave member1", Duration::from_secs(60), || async {
+        let slices: Api<EndpointSlice> = Api::namespaced(members.client("member1").await, "default");
+        let listed = slices.list(&ListParams::default().labels("kubernetes.io/service-name=derived-nginx-service")).await;
+        listed.is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+}
+
+/// member2's API server stops: its endpoints leave member1's slices within the
+/// documented bound (`--endpoint-withdraw-after` 6 s, plus one 2 s probe); it
+/// returns, and so do they.
+async fn withdraw_and_restore(members: &Members) {
+    let frozen = Instant::now();
+    members.freeze("member2", true);
+    let own = addresses(members, "member1", "default", "nginx-service", false).await;
+    assert_eq!(own.len(), 5);
+    wait_for("member2's addresses to leave member1's slices", Duration::from_secs(30), || async {
+        addresses(members, "member1", "default", "derived-nginx-service", true).await == own
+    })
+    .await;
+    let withdrawn = frozen.elapsed();
+    let thawed = Instant::now();
+    members.freeze("member2", false);
+    imported_match(members, "default", ("nginx-service", "derived-nginx-service"), &["member1", "member2"], 10).await;
+    eprintln!("member2 stopped: withdrawn from member1 after {withdrawn:?}; back: restored after {:?}", thawed.elapsed());
+    assert!(withdrawn < Duration::from_secs(10), "withdrawn within the bound: {withdrawn:?}");
 }
 
 /// A CronFederatedHPA rule firing every minute with `--writeback=state`: the decision

@@ -16,4 +16,5 @@ mod previews; // PR plans, statuses and preview environments on Gitea and real m
 mod pull; // pull mode: the push controller skips Pull members, their agents apply them
 mod remotes; // authenticated remotes: https with a token behind TLS, ssh with a key and known_hosts
 mod seeds; // the two seed tutorials' distributions
+pub mod services; // multi-cluster Services: EndpointSlices from providers copied to consumers
 mod support; // shared helpers: running the binary, temporary repos
