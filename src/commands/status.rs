@@ -103,20 +103,31 @@ fn show(status: &Status) -> String {
 
 /// `service ns/name → target`, then a line per provider and consumer.
 fn show_service(id: &str, s: &crate::status::ServiceStatus) -> String {
-    let mut out = format!("service {id} → {}
-", s.target);
+    let mut out = format!(
+        "service {id} → {}
+",
+        s.target
+    );
     for (cluster, p) in &s.providers {
-        out += &format!("    provider {cluster}: {}, {} ready endpoints
-", p.state, p.endpoints);
+        out += &format!(
+            "    provider {cluster}: {}, {} ready endpoints
+",
+            p.state, p.endpoints
+        );
     }
     for (cluster, c) in &s.consumers {
         let synced = if c.synced { "in sync" } else { "catching up" };
-        out += &format!("    consumer {cluster}: {} slices, {} ready endpoints, {synced}
-", c.slices, c.endpoints);
+        out += &format!(
+            "    consumer {cluster}: {} slices, {} ready endpoints, {synced}
+",
+            c.slices, c.endpoints
+        );
     }
     if let Some(conflict) = &s.conflict {
-        out += &format!("    Conflict: {conflict}
-");
+        out += &format!(
+            "    Conflict: {conflict}
+"
+        );
     }
     out
 }

@@ -98,21 +98,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             None
         }
     };
-    let endpoints = config.endpoints.clone().map(|settings| {
-        let loop_ = crate::endpoints::Endpoints {
-            settings,
-            credentials: config.credentials.clone(),
-            host: parts.host.clone(),
-            pool: parts.pool.clone(),
-            trust: config.reconcile.trust,
-            request_timeout: config.reconcile.request_timeout,
-            board: parts.board.clone(),
-            fence: leadership.fence(),
-        };
-        let inputs =
-            crate::endpoints::Inputs { rendered: plans.clone(), leading: leadership.subscribe(), stop: stop.clone() };
-        tokio::spawn(loop_.run(inputs))
-    });
+    let endpoints = endpoints_loop(&config, &parts, &leadership, &plans, &stop);
     let previews = config.previews.map(|follow| {
         let loop_ =
             previews_loop(follow, &config.reconcile, &config.credentials, &parts, &git, &parse_cache, &leadership);
@@ -205,6 +191,30 @@ async fn serve(
     info!(address = %listener.local_addr()?, "serving /healthz, /readyz, /metrics and /status");
     tokio::spawn(server::serve(listener, app, server::Limits::default()));
     Ok(())
+}
+
+/// The endpoints loop of multi-cluster Services, in the push controller, on its own task.
+fn endpoints_loop(
+    config: &Config,
+    parts: &Parts,
+    leadership: &Leadership,
+    plans: &watch::Receiver<Option<Arc<flotilla_core::model::Plan>>>,
+    stop: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let settings = config.endpoints.clone()?;
+    let loop_ = crate::endpoints::Endpoints {
+        settings,
+        credentials: config.credentials.clone(),
+        host: parts.host.clone(),
+        pool: parts.pool.clone(),
+        trust: config.reconcile.trust,
+        request_timeout: config.reconcile.request_timeout,
+        board: parts.board.clone(),
+        fence: leadership.fence(),
+    };
+    let inputs =
+        crate::endpoints::Inputs { rendered: plans.clone(), leading: leadership.subscribe(), stop: stop.clone() };
+    Some(tokio::spawn(loop_.run(inputs)))
 }
 
 /// The preview loop, applying previews as the reconcile loop applies production.

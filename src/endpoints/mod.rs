@@ -141,11 +141,10 @@ impl Endpoints {
         match action {
             Action::Watch(clusters) => {
                 watching.retain(|c, _| clusters.contains(c));
-                for cluster in clusters {
-                    if !watching.contains_key(&cluster) {
-                        let started = self.watch(&cluster, kubeconfig, events).await;
-                        watching.insert(cluster, started);
-                    }
+                let new: Vec<String> = clusters.into_iter().filter(|c| !watching.contains_key(c)).collect();
+                for cluster in new {
+                    let started = self.watch(&cluster, kubeconfig, events).await;
+                    watching.insert(cluster, started);
                 }
             }
             Action::Rewatch(cluster) => {

@@ -20,8 +20,6 @@ use std::time::{Duration, Instant};
 use flotilla_core::multicluster::{self, Exported, Slice, Via};
 use serde_json::Value;
 
-use crate::status::{ConsumerStatus, ProviderStatus, ServiceStatus};
-
 /// How the loop decides.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -384,6 +382,19 @@ impl State {
         out
     }
 
+    /// ServiceExport creation times of a service's providers, as far as known.
+    fn created_of(&self, service: &Exported) -> BTreeMap<String, String> {
+        service
+            .providers
+            .keys()
+            .filter_map(|c| {
+                self.created
+                    .get(&(c.clone(), service.namespace.clone(), service.name.clone()))
+                    .map(|t| (c.clone(), t.clone()))
+            })
+            .collect()
+    }
+
     fn losers(&self, service: &Exported) -> BTreeSet<String> {
         if service.via != Via::ServiceImport {
             return BTreeSet::new();
@@ -466,80 +477,7 @@ fn keep(member: &mut Member, object: &Value, provided: &BTreeSet<Key>, instance:
     member.imported.insert(key, Some((digest, version)));
 }
 
-impl State {
-    /// Per exported service (`namespace/name`), what it is doing.
-    pub fn status(&self) -> BTreeMap<String, ServiceStatus> {
-        let desired = self.desired();
-        let mut out = BTreeMap::new();
-        for service in &self.services {
-            let losers = self.losers(service);
-            let mut status = ServiceStatus { target: service.target(), ..Default::default() };
-            for provider in service.providers.keys() {
-                let member = self.members.get(provider);
-                let state = match member {
-                    Some(m) if m.lost => "unreachable",
-                    Some(m) if !m.listed => "listing",
-                    None => "listing",
-                    Some(_) if losers.contains(provider) => "conflict",
-                    Some(_) => "ready",
-                };
-                let ready = member
-                    .map(|m| {
-                        m.sources
-                            .values()
-                            .filter(|s| s.namespace == service.namespace && s.service == service.name)
-                            .map(Slice::ready)
-                            .sum()
-                    })
-                    .unwrap_or(0);
-                status.providers.insert(provider.clone(), ProviderStatus { state: state.to_owned(), endpoints: ready });
-            }
-            for consumer in &service.consumers {
-                let wanted: Vec<(&Key, &Value)> = desired
-                    .get(consumer)
-                    .into_iter()
-                    .flatten()
-                    .filter(|(_, o)| o["metadata"]["labels"][multicluster::MCS_SERVICE_LABEL] == service.name.as_str())
-                    .collect();
-                let ready = wanted.iter().filter_map(|(_, o)| Slice::read(&strip_manager(o))).map(|s| s.ready()).sum();
-                let held = self.members.get(consumer).is_some_and(|m| {
-                    wanted.iter().all(|(k, o)| {
-                        m.imported.get(*k).and_then(|h| h.as_ref()).map(|(d, _)| d.as_str())
-                            == multicluster::written_digest(o)
-                    })
-                });
-                status
-                    .consumers
-                    .insert(consumer.clone(), ConsumerStatus { slices: wanted.len(), endpoints: ready, synced: held });
-            }
-            let created = self.created_of(service);
-            status.conflict = multicluster::conflict(service, &created).map(|c| c.message);
-            out.insert(service.id(), status);
-        }
-        out
-    }
-
-    fn created_of(&self, service: &Exported) -> BTreeMap<String, String> {
-        service
-            .providers
-            .keys()
-            .filter_map(|c| {
-                self.created
-                    .get(&(c.clone(), service.namespace.clone(), service.name.clone()))
-                    .map(|t| (c.clone(), t.clone()))
-            })
-            .collect()
-    }
-}
-
-/// A copy of a slice flotilla writes, read as a source would be (to count endpoints).
-fn strip_manager(object: &Value) -> Value {
-    let mut copy = object.clone();
-    if let Some(labels) = copy.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
-        labels.remove(multicluster::MANAGED_BY_LABEL);
-    }
-    copy
-}
+mod report;
 
 #[cfg(test)]
 mod tests;

@@ -223,7 +223,8 @@ async fn the_seed_federated_hpa_scales_1_to_10_and_back_through_git() {
     git(&work, &["push", "-q", served.to_str().unwrap(), "HEAD:main"]);
     wait_for("the imported slices to leave member1", Duration::from_secs(60), || async {
         let slices: Api<EndpointSlice> = Api::namespaced(members.client("member1").await, "default");
-        let listed = slices.list(&ListParams::default().labels("kubernetes.io/service-name=derived-nginx-service")).await;
+        let listed =
+            slices.list(&ListParams::default().labels("kubernetes.io/service-name=derived-nginx-service")).await;
         listed.is_ok_and(|l| l.items.is_empty())
     })
     .await;
@@ -245,7 +246,10 @@ async fn withdraw_and_restore(members: &Members) {
     let thawed = Instant::now();
     members.freeze("member2", false);
     imported_match(members, "default", ("nginx-service", "derived-nginx-service"), &["member1", "member2"], 10).await;
-    eprintln!("member2 stopped: withdrawn from member1 after {withdrawn:?}; back: restored after {:?}", thawed.elapsed());
+    eprintln!(
+        "member2 stopped: withdrawn from member1 after {withdrawn:?}; back: restored after {:?}",
+        thawed.elapsed()
+    );
     assert!(withdrawn < Duration::from_secs(10), "withdrawn within the bound: {withdrawn:?}");
 }
 

@@ -36,7 +36,13 @@ pub async fn addresses(members: &Members, member: &str, ns: &str, service: &str,
 
 /// Waits until member1's imported slices of `target` list exactly the ready addresses
 /// of `service` in `providers` (each member's own slices), `count` of them; returns when.
-pub async fn imported_match(members: &Members, ns: &str, (service, target): (&str, &str), providers: &[&str], count: usize) {
+pub async fn imported_match(
+    members: &Members,
+    ns: &str,
+    (service, target): (&str, &str),
+    providers: &[&str],
+    count: usize,
+) {
     let what = format!("member1's {target} to list the {count} ready addresses of {service} in {providers:?}");
     wait_for(&what, Duration::from_secs(60), || async {
         let mut expected = BTreeSet::new();
@@ -72,7 +78,7 @@ fn fleet(ns: &str) -> String {
 fn pod(ns: &str, i: usize) -> Pod {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("extra-{i}"), "namespace": ns, "labels": {"app": "web"}},
+        "metadata": {"name": format!("extra-{i}"), "namespace": ns, "labels": {"app": "web", "extra": "true"}},
         "spec": {"containers": [{"name": "web", "image": "web"}]},
     }))
     .unwrap()
@@ -86,6 +92,10 @@ fn pod(ns: &str, i: usize) -> Pod {
 async fn a_cross_cluster_service_carries_the_providers_endpoints_to_its_consumer() {
     let members = crate::members::members();
     let ns = "e2e-mcs";
+    let pods: Api<Pod> = Api::namespaced(members.client("member2").await, ns);
+    let extra = ListParams::default().labels("extra=true");
+    // Pods a previous run on reused members left behind.
+    let _ = pods.delete_collection(&Default::default(), &extra).await;
     let repo = serve(&fleet(ns));
     let listen = free_port();
     let cache = tempfile::tempdir().unwrap();
@@ -104,7 +114,7 @@ async fn a_cross_cluster_service_carries_the_providers_endpoints_to_its_consumer
     assert_eq!(annotations["flotilla.dev/policy"], format!("MultiClusterService {ns}/web"));
     assert!(addresses(members, "member1", ns, "web", false).await.is_empty(), "member1 runs no pod of its own");
     let (_, listed, _) = run(&["get", "endpointslices", "-A", "--kubeconfig", &kubeconfig, "--cluster", "member1"]);
-    assert!(listed.contains(&format!("member2-web-")) && listed.contains(ns), "{listed}");
+    assert!(listed.contains("member2-web-") && listed.contains(ns), "{listed}");
     // /status follows within a second.
     let service = || async {
         let status: serde_json::Value = serde_json::from_str(&http(listen, "GET", "/status", &[], b"").1).unwrap();
@@ -121,7 +131,6 @@ async fn a_cross_cluster_service_carries_the_providers_endpoints_to_its_consumer
 
     // Pods become ready in member2 one at a time: each address reaches member1.
     let changes: usize = std::env::var("FLOTILLA_BENCH_CHANGES").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
-    let pods: Api<Pod> = Api::namespaced(members.client("member2").await, ns);
     let writes = || {
         members.writes(|e| {
             e["objectRef"]["resource"] == "endpointslices"
@@ -166,8 +175,12 @@ async fn a_cross_cluster_service_carries_the_providers_endpoints_to_its_consumer
         at(0.99),
         written as f64 / changed.max(1) as f64
     );
-    assert!(written >= changes && written <= changed, "at most one write per provider slice update: {written} for {changed}");
+    assert!(
+        written >= changes && written <= changed,
+        "at most one write per provider slice update: {written} for {changed}"
+    );
     imported_match(members, ns, ("web", "web"), &["member2"], 2 + changes).await;
+    pods.delete_collection(&Default::default(), &extra).await.unwrap();
 }
 
 /// Updates of member2's own `web` slices seen since the count started.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::status::{ConsumerStatus, ProviderStatus};
 use flotilla_core::multicluster::Port;
 use serde_json::json;
 
