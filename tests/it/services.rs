@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, PostParams};
 
-use crate::controller::{Quiet, Running, free_port, http, serve};
-use crate::members::Members;
-use crate::support::{run, run_from_daemon, wait_for};
+use crate::controller::{Quiet, Running, commit_and_push, free_port, http, serve};
+use crate::members::{Dedicated, Members};
+use crate::support::{run, run_from_daemon, wait_for, write};
 
 /// Ready addresses in `member`'s slices of Service `service` in `ns`; with `ours`, only
 /// the slices flotilla wrote, else only the member's own.
@@ -25,7 +25,7 @@ pub async fn addresses(members: &Members, member: &str, ns: &str, service: &str,
     list.items
         .into_iter()
         .filter(|s| {
-            let managed = s.metadata.labels.as_ref().and_then(|l| l.get("endpointslice.kubernetes.io/managed-by"));
+            let managed = s.metadata.labels.as_ref().and_then(|l| l.get(MANAGED_BY));
             (managed.map(String::as_str) == Some("endpointslice-controller.flotilla.dev")) == ours
         })
         .flat_map(|s| s.endpoints)
@@ -87,10 +87,13 @@ fn pod(ns: &str, i: usize) -> Pod {
 /// A CrossCluster MultiClusterService: member2 provides, member1 consumes under the
 /// Service's own name. Then pods become ready in member2 one at a time, and each is
 /// timed from member2's own slice to member1's copy (`FLOTILLA_BENCH_CHANGES` of them,
-/// 5 by default; `hack/bench-endpoints.sh` runs 50), with the writes each cost.
+/// 5 by default; `hack/bench-endpoints.sh` runs 50), with the writes each cost. Then
+/// member2 stops and comes back, and the MultiClusterService leaves Git.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cross_cluster_service_carries_the_providers_endpoints_to_its_consumer() {
-    let members = crate::members::members();
+    // Dedicated members: this test stops member2's API server.
+    let dedicated = Dedicated::start(3);
+    let members = &dedicated.0;
     let ns = "e2e-mcs";
     let pods: Api<Pod> = Api::namespaced(members.client("member2").await, ns);
     let extra = ListParams::default().labels("extra=true");
@@ -180,8 +183,36 @@ async fn a_cross_cluster_service_carries_the_providers_endpoints_to_its_consumer
         "at most one write per provider slice update: {written} for {changed}"
     );
     imported_match(members, ns, ("web", "web"), &["member2"], 2 + changes).await;
-    pods.delete_collection(&Default::default(), &extra).await.unwrap();
+
+    // member2 stops answering: its endpoints leave member1 within the bound; back, they return.
+    let frozen = Instant::now();
+    members.freeze("member2", true);
+    wait_for("member2's addresses to leave member1", Duration::from_secs(30), || async {
+        addresses(members, "member1", ns, "web", true).await.is_empty()
+    })
+    .await;
+    let withdrawn = frozen.elapsed();
+    members.freeze("member2", false);
+    imported_match(members, ns, ("web", "web"), &["member2"], 2 + changes).await;
+    eprintln!("member2 stopped: withdrawn from member1 after {withdrawn:?}");
+    assert!(withdrawn < Duration::from_secs(10), "withdrawn within the bound: {withdrawn:?}");
+
+    // The MultiClusterService leaves Git: its slices leave member1.
+    let without: Vec<String> =
+        fleet(ns).split("---\n").filter(|d| !d.contains("MultiClusterService")).map(str::to_owned).collect();
+    write(repo.work.path(), "fleet.yaml", without.join("---\n").as_bytes());
+    commit_and_push(repo.work.path(), "no more multi-cluster service");
+    wait_for("the imported slices to leave member1", Duration::from_secs(60), || async {
+        let slices: Api<EndpointSlice> = Api::namespaced(members.client("member1").await, ns);
+        let listed = slices
+            .list(&ListParams::default().labels(&format!("{MANAGED_BY}=endpointslice-controller.flotilla.dev")))
+            .await;
+        listed.is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
 }
+
+const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
 
 /// Updates of member2's own `web` slices seen since the count started.
 static CHANGES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

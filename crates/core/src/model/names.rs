@@ -102,6 +102,18 @@ pub fn is_api_version(api_version: &str) -> bool {
     }
 }
 
+/// `name` if it is at most `max` bytes long; else cut, and ended with a hash of the
+/// whole name so that two long names that share a beginning stay apart. Names are
+/// ASCII, as every Kubernetes name is.
+pub fn fit(name: String, max: usize) -> String {
+    if name.len() <= max {
+        return name;
+    }
+    let hash = name.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    let kept = name[..max - 9].trim_end_matches(['-', '.']);
+    format!("{kept}-{hash:08x}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,16 +159,4 @@ mod tests {
         assert!(!name_rule("apps", "Deployment").allows("system:x"));
         assert!(!name_rule("", "Namespace").allows("a.b"));
     }
-}
-
-/// `name` if it is at most `max` bytes long; else cut, and ended with a hash of the
-/// whole name so that two long names that share a beginning stay apart. Names are
-/// ASCII, as every Kubernetes name is.
-pub fn fit(name: String, max: usize) -> String {
-    if name.len() <= max {
-        return name;
-    }
-    let hash = name.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-    let kept = name[..max - 9].trim_end_matches(['-', '.']);
-    format!("{kept}-{hash:08x}")
 }
