@@ -87,17 +87,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let stop = shutdown_signal();
     let parse_cache = Arc::new(Mutex::new(Default::default()));
     let (rendered, plans) = watch::channel(None);
-    let autoscaler = match &config.autoscale {
-        Some(settings) => {
-            let fence = leadership.fence();
-            let loop_ = autoscaler_loop(&config, settings.clone(), &parts, &git, &parse_cache, triggers, fence);
-            Some(tokio::spawn(loop_.run(plans.clone(), leadership.subscribe(), stop.clone())))
-        }
-        None => {
-            info!("pull-mode agent: applying this member only; autoscaling is left to the push controller");
-            None
-        }
-    };
+    let autoscaler = config.autoscale.clone().map(|settings| {
+        let loop_ = autoscaler_loop(&config, settings, &parts, &git, &parse_cache, triggers, leadership.fence());
+        tokio::spawn(loop_.run(plans.clone(), leadership.subscribe(), stop.clone()))
+    });
+    if autoscaler.is_none() {
+        info!("pull-mode agent: applying this member only; autoscaling is left to the push controller");
+    }
     let endpoints = endpoints_loop(&config, &parts, &leadership, &plans, &stop);
     let previews = config.previews.map(|follow| {
         let loop_ =

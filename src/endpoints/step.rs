@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use flotilla_core::multicluster::{self, Exported, Slice, Via};
+use flotilla_core::multicluster::{self, Exported, Slice};
 use serde_json::Value;
 
 /// How the loop decides.
@@ -330,114 +330,6 @@ impl State {
             }
         }
     }
-
-    /// Providers left out of a service: losers of a port conflict.
-    fn conflicts(&mut self, out: &mut Vec<Action>) {
-        for service in self.services.iter().filter(|s| s.via == Via::ServiceImport) {
-            let created = self.created_of(service);
-            let conflict = multicluster::conflict(service, &created);
-            for provider in service.providers.keys() {
-                let id = (provider.clone(), service.namespace.clone(), service.name.clone());
-                let key = (service.namespace.clone(), service.name.clone());
-                if conflict.is_some() && !created.contains_key(provider) && self.asked.insert(id.clone()) {
-                    out.push(Action::ReadCreated { cluster: provider.clone(), key: key.clone() });
-                }
-                let wanted = conflict.as_ref().map(|c| c.message.clone());
-                let written = self.conditions.get(&id).cloned();
-                // Only exports that are or were in conflict get the condition written.
-                if (wanted.is_some() || written.as_ref().is_some_and(|w| w.is_some()))
-                    && written != Some(wanted.clone())
-                {
-                    self.conditions.insert(id, wanted.clone());
-                    out.push(Action::Condition { cluster: provider.clone(), key, conflict: wanted });
-                }
-            }
-        }
-    }
-
-    /// The slices each consumer must hold, by consumer and slice key.
-    fn desired(&self) -> BTreeMap<String, BTreeMap<Key, Value>> {
-        let mut out: BTreeMap<String, BTreeMap<Key, Value>> = BTreeMap::new();
-        for service in &self.services {
-            let losers = self.losers(service);
-            for (provider, member) in &self.members {
-                // A provider being listed again keeps serving what it had; a lost one
-                // serves nothing, and after it returns, only what it lists.
-                if !service.providers.contains_key(provider) || member.lost || losers.contains(provider) {
-                    continue;
-                }
-                let slices =
-                    member.sources.values().filter(|s| s.namespace == service.namespace && s.service == service.name);
-                for slice in slices {
-                    let object = multicluster::imported(service, provider, slice, &self.settings.instance);
-                    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-                    for consumer in service.consumers.iter().filter(|c| service.imports(c, provider)) {
-                        out.entry(consumer.clone())
-                            .or_default()
-                            .insert((service.namespace.clone(), name.clone()), object.clone());
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// ServiceExport creation times of a service's providers, as far as known.
-    fn created_of(&self, service: &Exported) -> BTreeMap<String, String> {
-        service
-            .providers
-            .keys()
-            .filter_map(|c| {
-                self.created
-                    .get(&(c.clone(), service.namespace.clone(), service.name.clone()))
-                    .map(|t| (c.clone(), t.clone()))
-            })
-            .collect()
-    }
-
-    fn losers(&self, service: &Exported) -> BTreeSet<String> {
-        if service.via != Via::ServiceImport {
-            return BTreeSet::new();
-        }
-        multicluster::conflict(service, &self.created_of(service)).map(|c| c.losers).unwrap_or_default()
-    }
-
-    fn reconcile(&mut self, now: Instant, out: &mut Vec<Action>) {
-        let mut desired = self.desired();
-        // A slice from a provider not listed yet (a new leader, a re-list) may still be
-        // right: it is kept until that provider is listed or found unreachable.
-        let unknown: BTreeSet<String> =
-            self.members.iter().filter(|(_, m)| !m.listed && !m.lost).map(|(c, _)| c.clone()).collect();
-        for (cluster, member) in &mut self.members {
-            if !member.listed || member.retry_at.is_some_and(|at| at > now) {
-                continue;
-            }
-            member.retry_at = None;
-            let wanted = desired.remove(cluster).unwrap_or_default();
-            for (key, object) in wanted.iter() {
-                let digest = multicluster::written_digest(object).map(str::to_owned);
-                let held = member.imported.get(key).and_then(|h| h.as_ref()).map(|(d, _)| d.clone());
-                if member.pending.contains_key(key) || (held.is_some() && held == digest) {
-                    continue;
-                }
-                member.pending.insert(key.clone(), digest);
-                let source = object["metadata"]["labels"][multicluster::SOURCE_CLUSTER_LABEL].as_str();
-                member.origin.insert(key.clone(), source.unwrap_or_default().to_owned());
-                out.push(Action::Put { cluster: cluster.clone(), object: object.clone() });
-            }
-            let extra: Vec<Key> = member
-                .imported
-                .keys()
-                .filter(|k| !wanted.contains_key(*k) && !member.pending.contains_key(*k))
-                .filter(|k| member.origin.get(*k).is_none_or(|source| !unknown.contains(source)))
-                .cloned()
-                .collect();
-            for key in extra {
-                member.pending.insert(key.clone(), None);
-                out.push(Action::Delete { cluster: cluster.clone(), key });
-            }
-        }
-    }
 }
 
 /// The namespace and name of a live object.
@@ -477,7 +369,9 @@ fn keep(member: &mut Member, object: &Value, provided: &BTreeSet<Key>, instance:
     member.imported.insert(key, Some((digest, version)));
 }
 
+mod conflict;
 mod report;
+mod write;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
 use super::*;
 use crate::status::{ConsumerStatus, ProviderStatus};
-use flotilla_core::multicluster::Port;
+use flotilla_core::multicluster::{Port, Via};
 use serde_json::json;
 
 fn settings() -> Settings {

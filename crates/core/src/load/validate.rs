@@ -393,8 +393,6 @@ pub fn multi_cluster_service(spec: &mut MultiClusterServiceSpec, _: Option<&str>
             ensure(!name.is_empty(), || format!("spec.{field}: a cluster name is required"))?;
         }
     }
-    for (i, port) in spec.ports.iter().enumerate() {
-        ensure((1..=65535).contains(&port.port), || format!("spec.ports[{i}].port: {} is not a port", port.port))?;
-    }
-    Ok(())
+    let bad = spec.ports.iter().position(|p| !(1..=65535).contains(&p.port));
+    bad.map_or(Ok(()), |i| Err(format!("spec.ports[{i}].port: {} is not a port", spec.ports[i].port)))
 }
