@@ -62,6 +62,7 @@ fn collect(loaded: &mut Loaded, file: &CachedFile) {
             Parsed::FederatedHpa(h) => loaded.federated_hpas.push(h.clone()),
             Parsed::CronFederatedHpa(h) => loaded.cron_federated_hpas.push(h.clone()),
             Parsed::MultiClusterService(m) => loaded.multi_cluster_services.push(m.clone()),
+            Parsed::ClusterTaintPolicy(p) => loaded.cluster_taint_policies.push(p.clone()),
         }
     }
 }

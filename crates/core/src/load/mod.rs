@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::model::autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
 use crate::model::cluster::{Cluster, ClusterSpec};
+use crate::model::failover::ClusterTaintPolicySpec;
 use crate::model::service::MultiClusterServiceSpec;
 use crate::model::{Limits, Loaded, Named, ObjectKey, Origin, OverrideSpec, PropagationSpec, RepoFiles, Template};
 
@@ -122,6 +123,7 @@ enum Parsed {
     FederatedHpa(Arc<Named<FederatedHpaSpec>>),
     CronFederatedHpa(Arc<Named<CronFederatedHpaSpec>>),
     MultiClusterService(Arc<Named<MultiClusterServiceSpec>>),
+    ClusterTaintPolicy(Arc<Named<ClusterTaintPolicySpec>>),
 }
 
 /// Loads every manifest of a revision. See the module docs.
@@ -271,6 +273,14 @@ fn classify(
             true,
             validate::multi_cluster_service,
         )?)),
+        ("policy.karmada.io/v1alpha1", "ClusterTaintPolicy") => Parsed::ClusterTaintPolicy(Arc::new(typed(
+            file,
+            chunk,
+            limits,
+            &origin,
+            false,
+            validate::cluster_taint_policy,
+        )?)),
         _ if scope::is_karmada_group(api_version) => {
             return Err(invalid(format!("{api_version} {kind} is not supported by flotilla")));
         }
@@ -335,6 +345,7 @@ fn finish(loaded: &mut Loaded) -> Result<(), LoadError> {
     unique_names(&mut loaded.federated_hpas, "FederatedHPA", "FederatedHPA")?;
     unique_names(&mut loaded.cron_federated_hpas, "CronFederatedHPA", "CronFederatedHPA")?;
     unique_names(&mut loaded.multi_cluster_services, "MultiClusterService", "MultiClusterService")?;
+    unique_names(&mut loaded.cluster_taint_policies, "ClusterTaintPolicy", "ClusterTaintPolicy")?;
     Ok(())
 }
 

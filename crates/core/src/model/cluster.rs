@@ -105,6 +105,25 @@ pub struct ClusterState {
     /// like `previous`; they replace the templates' `spec.replicas`.
     #[serde(default)]
     pub replicas: BTreeMap<String, i64>,
+    /// Taints observed live per cluster (health, ClusterTaintPolicies), on top of the
+    /// declared `spec.taints`. Only workloads heed them, and only where they are not
+    /// running yet: moving what runs is eviction's business, below.
+    #[serde(default)]
+    pub taints: BTreeMap<String, Vec<Taint>>,
+    /// Workloads failover moved, keyed like `previous`: cluster → the eviction. The
+    /// workload is placed as if that cluster did not fit.
+    #[serde(default)]
+    pub evictions: BTreeMap<String, BTreeMap<String, Evicted>>,
+}
+
+/// A workload's eviction from one cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Evicted {
+    /// The old copy stays there with these replicas (purge mode `Gracefully` until the
+    /// new replicas are healthy, or `Never`); absent: it is gone from that cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<i64>,
 }
 
 /// Free capacity of one cluster.

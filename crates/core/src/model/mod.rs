@@ -2,6 +2,7 @@
 
 pub mod autoscale;
 pub mod cluster;
+pub mod failover;
 pub mod names;
 pub mod object;
 pub mod override_policy;
@@ -60,6 +61,8 @@ pub struct Loaded {
     pub cron_federated_hpas: Vec<Arc<Named<CronFederatedHpaSpec>>>,
     /// MultiClusterServices.
     pub multi_cluster_services: Vec<Arc<Named<service::MultiClusterServiceSpec>>>,
+    /// ClusterTaintPolicies.
+    pub cluster_taint_policies: Vec<Arc<Named<failover::ClusterTaintPolicySpec>>>,
 }
 
 impl Loaded {

@@ -55,9 +55,9 @@ pub struct PropagationSpec {
     /// Accepted for compatibility; flotilla has one scheduler.
     #[serde(default)]
     pub scheduler_name: Option<String>,
-    /// Accepted for compatibility; failover is not performed by a Git render.
+    /// The failover opt-in: without it a workload never moves off a member.
     #[serde(default)]
-    pub failover: Option<Value>,
+    pub failover: Option<super::failover::FailoverBehavior>,
     /// `Abort` (default) or `Overwrite`: what to do with a pre-existing member object.
     #[serde(default)]
     pub conflict_resolution: Option<ConflictResolution>,
@@ -217,13 +217,14 @@ pub struct Toleration {
     /// Empty matches every effect.
     #[serde(default)]
     pub effect: String,
-    /// Only meaningful for NoExecute eviction, which a render does not do.
+    /// How long a NoExecute taint is tolerated before the failover loop evicts;
+    /// absent: for ever.
     #[serde(default)]
     pub toleration_seconds: Option<i64>,
 }
 
 /// `corev1.Taint` on a Cluster.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Taint {
     /// Taint key.
@@ -234,7 +235,7 @@ pub struct Taint {
     /// NoSchedule, PreferNoSchedule or NoExecute.
     pub effect: String,
     /// Set by Karmada for NoExecute taints.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_added: Option<String>,
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::model::Cluster;
+use crate::model::cluster::Evicted;
 use crate::model::policy::{ClusterAffinity, SpreadConstraint, SpreadField, Taint, Toleration};
 use crate::model::selector::Requirement;
 
@@ -61,13 +62,22 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
 }
 
 /// The first NoSchedule/NoExecute taint that no toleration tolerates.
-pub fn untolerated<'a>(cluster: &'a Cluster, tolerations: &[Toleration]) -> Option<&'a Taint> {
-    cluster
-        .spec
-        .taints
-        .iter()
+pub fn untolerated<'a>(taints: impl IntoIterator<Item = &'a Taint>, tolerations: &[Toleration]) -> Option<&'a Taint> {
+    taints
+        .into_iter()
         .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
         .find(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
+}
+
+/// What failover adds to the declared clusters for one template: the taints observed
+/// live (only workloads heed them, so a ConfigMap never leaves a member that is merely
+/// down) and the members this workload was evicted from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Live<'a> {
+    /// Cluster → taints from health and ClusterTaintPolicies.
+    pub taints: Option<&'a BTreeMap<String, Vec<Taint>>>,
+    /// Cluster → the eviction of this workload from it.
+    pub evicted: Option<&'a BTreeMap<String, Evicted>>,
 }
 
 /// Why a cluster was filtered out.
@@ -79,6 +89,8 @@ pub enum Unfit {
     Taint(String),
     /// A spread constraint groups by a property it lacks.
     MissingProperty(SpreadField),
+    /// Failover moved this workload off it.
+    Evicted,
 }
 
 impl fmt::Display for Unfit {
@@ -89,6 +101,7 @@ impl fmt::Display for Unfit {
             Unfit::MissingProperty(field) => {
                 write!(f, "had no {} for the spread constraint", field_name(*field))
             }
+            Unfit::Evicted => write!(f, "had evicted it (failover)"),
         }
     }
 }
@@ -137,6 +150,7 @@ impl fmt::Display for Diagnosis {
 /// already holding the workload (`previous`) bypass the taint filter, as in Karmada, so
 /// a new NoSchedule taint never evicts. When nothing fits, the error says why for each
 /// cluster; that diagnosis is only built on failure, since most placements succeed.
+/// A cluster the workload was evicted from never fits, held before or not.
 pub fn filter<'a>(
     clusters: &'a [Cluster],
     affinity: Option<&ClusterAffinity>,
@@ -144,8 +158,15 @@ pub fn filter<'a>(
     tolerations: &[Toleration],
     spread: &[SpreadConstraint],
     previous: &BTreeMap<String, i64>,
+    live: Live<'_>,
 ) -> Result<Vec<&'a Cluster>, Diagnosis> {
-    let unfit_reason = |c: &Cluster| unfit(c, affinity, overflow, tolerations, spread, previous.contains_key(&c.name));
+    let unfit_reason = |c: &Cluster| {
+        if live.evicted.is_some_and(|e| e.contains_key(&c.name)) {
+            return Some(Unfit::Evicted);
+        }
+        let observed = live.taints.and_then(|t| t.get(&c.name)).map(Vec::as_slice).unwrap_or_default();
+        unfit(c, affinity, overflow, (tolerations, observed), spread, previous.contains_key(&c.name))
+    };
     let feasible: Vec<&Cluster> = clusters.iter().filter(|c| unfit_reason(c).is_none()).collect();
     if !feasible.is_empty() {
         return Ok(feasible);
@@ -158,7 +179,7 @@ fn unfit(
     cluster: &Cluster,
     affinity: Option<&ClusterAffinity>,
     overflow: &[ClusterAffinity],
-    tolerations: &[Toleration],
+    (tolerations, observed): (&[Toleration], &[Taint]),
     spread: &[SpreadConstraint],
     already_placed: bool,
 ) -> Option<Unfit> {
@@ -181,5 +202,5 @@ fn unfit(
     if already_placed {
         return None;
     }
-    untolerated(cluster, tolerations).map(|t| Unfit::Taint(t.key.clone()))
+    untolerated(cluster.spec.taints.iter().chain(observed), tolerations).map(|t| Unfit::Taint(t.key.clone()))
 }

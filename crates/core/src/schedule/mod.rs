@@ -167,37 +167,63 @@ pub fn place(
         .get(&key)
         .filter(|_| memo.is_workload())
         .map(|replicas| Workload { replicas: (*replicas).max(0), ..memo.clone() });
-    let run = Run {
-        template,
-        placement,
-        clusters,
-        state,
-        previous: &previous.clusters,
-        workload: overridden.as_ref().unwrap_or(memo),
+    let workload = overridden.as_ref().unwrap_or(memo);
+    let evicted = state.evictions.get(&key).filter(|_| workload.is_workload());
+    // An eviction takes the cluster out of what the workload holds, as Karmada's taint
+    // manager takes it out of the binding's clusters.
+    let held: std::borrow::Cow<'_, BTreeMap<String, i64>> = match evicted {
+        Some(evicted) => std::borrow::Cow::Owned(
+            previous.clusters.clone().into_iter().filter(|(c, _)| !evicted.contains_key(c)).collect(),
+        ),
+        None => std::borrow::Cow::Borrowed(&previous.clusters),
     };
-    if placement.cluster_affinities.is_empty() {
-        return run.schedule(placement.cluster_affinity.as_ref(), &[]);
-    }
-    let terms = &placement.cluster_affinities;
-    let start = previous
-        .observed_affinity
-        .as_ref()
-        .and_then(|name| terms.iter().position(|t| &t.affinity_name == name))
-        .unwrap_or(0);
-    let mut first_failure = None;
-    for term in &terms[start..] {
-        let overflow: Vec<ClusterAffinity> = term.overflow_affinities.iter().map(|o| o.affinity()).collect();
-        match run.schedule(Some(&term.affinity()), &overflow) {
-            Ok(assignment) => {
-                return Ok(Assignment { observed_affinity: Some(term.affinity_name.clone()), ..assignment });
-            }
-            Err(e) => {
-                first_failure.get_or_insert((term.affinity_name.clone(), e));
-            }
+    let live = filter::Live { taints: Some(&state.taints).filter(|_| workload.is_workload()), evicted };
+    let run = Run { template, placement, clusters, state, previous: &held, workload, live };
+    let placed = run.terms(&previous.observed_affinity);
+    placed.map(|assignment| keep_evicted(assignment, evicted, clusters))
+}
+
+/// The old copies failover keeps (purge mode `Gracefully` or `Never`) stay where they
+/// were, with the replicas they had, beside the new placement.
+fn keep_evicted(
+    mut assignment: Assignment,
+    evicted: Option<&BTreeMap<String, crate::model::cluster::Evicted>>,
+    clusters: &[Cluster],
+) -> Assignment {
+    for (cluster, eviction) in evicted.into_iter().flatten() {
+        let declared = clusters.iter().any(|c| &c.name == cluster);
+        if let (Some(replicas), true) = (eviction.keep, declared) {
+            assignment.clusters.entry(cluster.clone()).or_insert(Some(replicas));
         }
     }
-    let (term, cause) = first_failure.expect("clusterAffinities is not empty");
-    Err(FitError::NoAffinityTermFits { term, cause: Box::new(cause) })
+    assignment
+}
+
+impl Run<'_> {
+    /// Schedules with the inline affinity, or the `clusterAffinities` terms in order
+    /// from the one that placed the workload last time.
+    fn terms(&self, observed: &Option<String>) -> Result<Assignment, FitError> {
+        let (placement, run) = (self.placement, self);
+        if placement.cluster_affinities.is_empty() {
+            return run.schedule(placement.cluster_affinity.as_ref(), &[]);
+        }
+        let terms = &placement.cluster_affinities;
+        let start = observed.as_ref().and_then(|name| terms.iter().position(|t| &t.affinity_name == name)).unwrap_or(0);
+        let mut first_failure = None;
+        for term in &terms[start..] {
+            let overflow: Vec<ClusterAffinity> = term.overflow_affinities.iter().map(|o| o.affinity()).collect();
+            match run.schedule(Some(&term.affinity()), &overflow) {
+                Ok(assignment) => {
+                    return Ok(Assignment { observed_affinity: Some(term.affinity_name.clone()), ..assignment });
+                }
+                Err(e) => {
+                    first_failure.get_or_insert((term.affinity_name.clone(), e));
+                }
+            }
+        }
+        let (term, cause) = first_failure.expect("clusterAffinities is not empty");
+        Err(FitError::NoAffinityTermFits { term, cause: Box::new(cause) })
+    }
 }
 
 /// One scheduling attempt's inputs.
@@ -208,6 +234,7 @@ struct Run<'a> {
     state: &'a ClusterState,
     previous: &'a BTreeMap<String, i64>,
     workload: &'a Workload,
+    live: filter::Live<'a>,
 }
 
 impl Run<'_> {
@@ -229,6 +256,7 @@ impl Run<'_> {
             &p.cluster_tolerations,
             &p.spread_constraints,
             self.previous,
+            self.live,
         )
         .map_err(FitError::NoClusterFits)?;
         let tier = |c: &Cluster| {
