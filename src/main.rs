@@ -16,6 +16,7 @@ mod clusters;
 mod commands;
 mod controller;
 mod endpoints;
+mod failover;
 mod forge;
 mod git;
 mod host;

@@ -180,8 +180,8 @@ pub struct SourceArgs {
     /// the working tree.
     #[arg(long = "ref", value_name = "REV")]
     pub rev: Option<String>,
-    /// Observed cluster capacity and previous placements (YAML or JSON), for dynamic
-    /// weights and Aggregated division.
+    /// Observed cluster capacity, previous placements, live taints and evictions (YAML
+    /// or JSON), for dynamic weights, Aggregated division and failover.
     #[arg(long, value_name = "FILE")]
     pub cluster_state: Option<PathBuf>,
     /// What this instance may touch: an Argo CD AppProject (or its spec's fields:
@@ -206,6 +206,10 @@ pub struct RenderArgs {
     /// Only these clusters (repeatable).
     #[arg(long = "cluster", value_name = "NAME")]
     pub clusters: Vec<String>,
+    /// Render as if this member had been unreachable for longer than every toleration,
+    /// with eviction on (repeatable); what moves is listed on stderr.
+    #[arg(long = "simulate-failure", value_name = "NAME")]
+    pub simulate_failure: Vec<String>,
 }
 
 /// `flotilla diff`.

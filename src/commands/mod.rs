@@ -66,6 +66,15 @@ pub(crate) fn scope(args: &SourceArgs) -> anyhow::Result<Option<flotilla_core::p
 
 /// [`plan`], restricted to `scope`.
 pub(crate) fn plan_within(args: &SourceArgs, scope: Option<&flotilla_core::project::Project>) -> anyhow::Result<Plan> {
+    plan_in_state(args, scope, |state| Ok(state))
+}
+
+/// [`plan_within`] in the `--cluster-state` as `adjust` changes it.
+pub(crate) fn plan_in_state(
+    args: &SourceArgs,
+    scope: Option<&flotilla_core::project::Project>,
+    adjust: impl FnOnce(ClusterState) -> anyhow::Result<ClusterState>,
+) -> anyhow::Result<Plan> {
     let limits = Limits::default();
     let files = match args.rev.as_deref() {
         Some(rev) => crate::git::read(&args.repo, rev, &limits)?,
@@ -75,7 +84,7 @@ pub(crate) fn plan_within(args: &SourceArgs, scope: Option<&flotilla_core::proje
         Some(path) => read_state(path)?,
         None => ClusterState::default(),
     };
-    let plan = flotilla_core::plan(&files, &state, &limits)?;
+    let plan = flotilla_core::plan(&files, &adjust(state)?, &limits)?;
     Ok(within(plan, scope))
 }
 

@@ -10,9 +10,13 @@ use crate::cli::{Format, RenderArgs, SourceArgs};
 use crate::output;
 
 pub fn render(args: RenderArgs) -> anyhow::Result<Outcome> {
-    let plan = plan(&args.source)?;
-    if let Some(unknown) = args.clusters.iter().find(|c| !plan.clusters.contains_key(*c)) {
+    let mut plan = plan(&args.source)?;
+    let declared = |name: &&String| plan.clusters.contains_key(*name);
+    if let Some(unknown) = args.clusters.iter().chain(&args.simulate_failure).find(|c| !declared(c)) {
         bail!("cluster {unknown} is not declared in the repository (no cluster.karmada.io/v1alpha1 Cluster named so)");
+    }
+    if !args.simulate_failure.is_empty() {
+        plan = simulate(&args, plan)?;
     }
     let view = plan.view(&args.clusters);
     match (&args.out_dir, args.format) {
@@ -25,6 +29,25 @@ pub fn render(args: RenderArgs) -> anyhow::Result<Outcome> {
         (None, Format::Yaml) => output::write_yaml(&plan, &view, &mut std::io::stdout().lock())?,
     }
     Ok(report(&plan))
+}
+
+/// The render after `--simulate-failure`'s members fail, with what moved on stderr.
+fn simulate(args: &RenderArgs, before: flotilla_core::model::Plan) -> anyhow::Result<flotilla_core::model::Plan> {
+    let failed = &args.simulate_failure;
+    let simulated = flotilla_core::failover::simulate(&before, failed);
+    let scope = super::scope(&args.source)?;
+    let after = super::plan_in_state(&args.source, scope.as_ref(), |mut state| {
+        state.previous = simulated.previous;
+        state.taints.extend(simulated.taints);
+        state.evictions.extend(simulated.evictions);
+        Ok(state)
+    })?;
+    let moved = flotilla_core::failover::moves(&before, &after);
+    eprintln!("simulated failure of {}: {} workload(s) move", failed.join(", "), moved.len());
+    for m in &moved {
+        eprintln!("  {m}");
+    }
+    Ok(after)
 }
 
 pub fn validate(args: SourceArgs) -> anyhow::Result<Outcome> {

@@ -115,7 +115,7 @@ pub fn tolerated_for(tolerations: &[Toleration], taint: &Taint) -> Option<i64> {
 }
 
 /// A workload that opted into failover, where the render put it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Placed<'a> {
     /// The workload.
     pub key: &'a ObjectKey,
@@ -127,6 +127,19 @@ pub struct Placed<'a> {
     pub failover: &'a FailoverBehavior,
     /// Its policy's `placement.clusterTolerations`.
     pub tolerations: &'a [Toleration],
+    /// What a reschedule follows: see [`Placed::fingerprint`].
+    placement: &'a crate::model::policy::Placement,
+    template: &'a crate::model::Template,
+}
+
+impl Placed<'_> {
+    /// The workload's replicas in Git and its policy's placement, digested. Karmada
+    /// reschedules a workload (and so may bring replicas back to a member it was
+    /// evicted from) only when one of these changes; an eviction lasts until then.
+    pub fn fingerprint(&self) -> String {
+        let replicas = crate::schedule::workload(self.template).replicas;
+        crate::diff::digest(&serde_json::Value::String(format!("{replicas}|{:?}", self.placement)))
+    }
 }
 
 /// Every workload with replicas whose policy declares `spec.failover`, per cluster it
@@ -139,12 +152,15 @@ pub fn opted_in(plan: &Plan) -> Vec<Placed<'_>> {
             let (Source::Policy(p), Some(replicas)) = (item.source, item.replicas) else { continue };
             let spec = &plan.loaded.propagation_policies[p].spec;
             let Some(failover) = &spec.failover else { continue };
+            let template = &plan.loaded.templates[item.template];
             placed.push(Placed {
-                key: &plan.loaded.templates[item.template].key,
+                key: &template.key,
                 cluster,
                 replicas,
                 failover,
                 tolerations: &spec.placement.cluster_tolerations,
+                placement: &spec.placement,
+                template,
             });
         }
     }

@@ -156,7 +156,10 @@ fn a_taint_policy_adds_on_its_conditions_keeps_between_and_removes_on_its_own() 
 fn a_bad_taint_policy_or_failover_spec_names_its_file_and_line() {
     let bad = format!("{CLUSTERS}---\n{}", TAINT_POLICY.replace("effect: NoExecute", "effect: PreferNoSchedule"));
     let err = crate::plan(&files(&bad), &ClusterState::default(), &Limits::default()).unwrap_err().to_string();
-    assert!(err.contains("fleet.yaml") && err.contains("document 4 (line 15)") && err.contains("spec.taints[0].effect"), "{err}");
+    assert!(
+        err.contains("fleet.yaml") && err.contains("document 4 (line 15)") && err.contains("spec.taints[0].effect"),
+        "{err}"
+    );
     let typo = fleet().replace("purgeMode: Gracefully", "purgeMod: Gracefully");
     let err = crate::plan(&files(&typo), &ClusterState::default(), &Limits::default()).unwrap_err().to_string();
     assert!(err.contains("fleet.yaml") && err.contains("purgeMod"), "{err}");

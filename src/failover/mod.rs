@@ -1,0 +1,3 @@
+//! The failover loop.
+
+pub mod step;
