@@ -19,6 +19,7 @@ mod endpoints;
 mod failover;
 mod forge;
 mod git;
+mod heartbeat;
 mod host;
 mod identity;
 mod leader;

@@ -147,6 +147,10 @@ pub struct Metrics {
     pub source_unavailable: Gauge,
     /// 1 while this instance leads (always 1 without leader election).
     pub leading: Gauge,
+    /// Per member: 1 Ready, 0 NotReady, -1 Unknown (the failover loop's decision).
+    pub cluster_ready: Family<ClusterLabel, Gauge>,
+    /// Per member: workloads failover moved off it.
+    pub evictions: Family<ClusterLabel, Counter>,
 }
 
 impl Metrics {
@@ -172,6 +176,8 @@ impl Metrics {
             heap_free: Gauge::default(),
             source_unavailable: Gauge::default(),
             leading: Gauge::default(),
+            cluster_ready: Family::default(),
+            evictions: Family::default(),
         };
         metrics.register(registry);
         metrics
@@ -252,6 +258,16 @@ impl Metrics {
             metrics.source_unavailable.clone(),
         );
         registry.register("flotilla_leading", "1 while this instance leads", metrics.leading.clone());
+        registry.register(
+            "flotilla_cluster_ready",
+            "Per member: 1 Ready, 0 NotReady, -1 Unknown",
+            metrics.cluster_ready.clone(),
+        );
+        registry.register(
+            "flotilla_failover_evictions",
+            "Workloads failover moved off each member",
+            metrics.evictions.clone(),
+        );
     }
 
     /// Counts an error.
@@ -266,6 +282,8 @@ impl Metrics {
         self.reconcile_seconds.remove(&label);
         self.applied.remove(&label);
         self.pruned.remove(&label);
+        self.cluster_ready.remove(&label);
+        self.evictions.remove(&label);
         for reason in ErrorReason::ALL {
             self.errors.remove(&ErrorLabels { cluster: cluster.into(), reason: reason.label().into() });
         }

@@ -45,6 +45,57 @@ pub struct Status {
     /// Per exported service (`<namespace>/<name>`): its providers and consumers.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub services: BTreeMap<String, ServiceStatus>,
+    /// Per member: its Ready condition and taints, as the failover loop decides them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub health: BTreeMap<String, ClusterHealthStatus>,
+    /// The evictions that hold and the latest moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<FailoverStatus>,
+}
+
+/// One member's health.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterHealthStatus {
+    /// `True`, `False` or `Unknown`.
+    pub ready: String,
+    /// Since when (RFC 3339).
+    pub since: String,
+    /// Why.
+    pub reason: String,
+    /// `key:effect` of each live taint.
+    #[serde(default)]
+    pub taints: Vec<String>,
+}
+
+/// What failover did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailoverStatus {
+    /// One line per workload and member it was evicted from.
+    #[serde(default)]
+    pub evictions: Vec<String>,
+    /// The latest moves, oldest first.
+    #[serde(default)]
+    pub moves: Vec<MoveStatus>,
+}
+
+/// One move: when, what, from, to, why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveStatus {
+    /// When (RFC 3339).
+    pub at: String,
+    /// The workload.
+    pub object: String,
+    /// The member it left.
+    pub from: String,
+    /// Why.
+    pub reason: String,
+    /// What became of the old copy.
+    pub purge: String,
+    /// Replicas per member before.
+    pub before: BTreeMap<String, i64>,
+    /// Replicas per member after, once rendered.
+    #[serde(default)]
+    pub after: Option<BTreeMap<String, i64>>,
 }
 
 /// One exported service, as the endpoints loop keeps it.

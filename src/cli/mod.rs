@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod failover;
 mod run;
 
+pub use failover::FailoverArgs;
 pub use run::RunArgs;
 
 /// GitOps for fleets of Kubernetes clusters, speaking Karmada's policy API.

@@ -115,6 +115,8 @@ pub struct RunArgs {
     pub downscale_stabilization: i64,
     #[command(flatten)]
     pub previews: PreviewArgs,
+    #[command(flatten)]
+    pub failover: super::FailoverArgs,
 }
 
 /// Pull-request plans and preview environments (`--previews`).

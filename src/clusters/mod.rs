@@ -7,6 +7,7 @@ pub mod connect;
 pub mod credentials;
 pub mod get;
 pub mod inventory;
+pub mod probe;
 pub mod status;
 
 use std::time::Duration;

@@ -66,7 +66,7 @@ pub(crate) fn scope(args: &SourceArgs) -> anyhow::Result<Option<flotilla_core::p
 
 /// [`plan`], restricted to `scope`.
 pub(crate) fn plan_within(args: &SourceArgs, scope: Option<&flotilla_core::project::Project>) -> anyhow::Result<Plan> {
-    plan_in_state(args, scope, |state| Ok(state))
+    plan_in_state(args, scope, Ok)
 }
 
 /// [`plan_within`] in the `--cluster-state` as `adjust` changes it.

@@ -50,7 +50,15 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         },
         probe_interval: std::time::Duration::from_secs(2),
     });
+    let failover = args.agent.is_none().then(|| failover(&args));
+    let heartbeat = args.failover.heartbeat_kubeconfig.clone().map(|path| controller::Heartbeat {
+        host: (path, args.failover.heartbeat_context.clone()),
+        cluster: args.agent.clone().expect("clap requires --agent with --heartbeat-kubeconfig"),
+        every: args.failover.heartbeat_interval,
+    });
     Ok(Config {
+        failover,
+        heartbeat,
         endpoints,
         previews,
         signing_key: args.writeback_signing_key.clone(),
@@ -174,6 +182,27 @@ fn autoscale(args: &RunArgs) -> anyhow::Result<autoscaler::Settings> {
             ..Default::default()
         },
     })
+}
+
+/// The failover loop of the push controller, with Karmada's defaults.
+fn failover(args: &RunArgs) -> crate::failover::Settings {
+    let f = &args.failover;
+    crate::failover::Settings {
+        decide: crate::failover::step::Settings {
+            failure_threshold: f.cluster_failure_threshold,
+            success_threshold: f.cluster_success_threshold,
+            monitor_grace: f.cluster_monitor_grace_period,
+            startup_grace: f.cluster_startup_grace_period,
+            eviction: f.enable_no_execute_taint_eviction,
+            eviction_rate: f.eviction_rate.max(0.0),
+            graceful_timeout: f.graceful_eviction_timeout,
+            unhealthy_threshold: 0.55,
+        },
+        probe_interval: f.cluster_status_update_frequency.max(std::time::Duration::from_secs(1)),
+        monitor_period: f.cluster_monitor_period.max(std::time::Duration::from_secs(1)),
+        instance: args.reconcile.instance.clone(),
+        namespace: args.namespace.clone(),
+    }
 }
 
 /// `$XDG_CACHE_HOME/flotilla/repos`, else `~/.cache/flotilla/repos`.

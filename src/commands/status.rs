@@ -85,6 +85,10 @@ fn show(status: &Status) -> String {
     }
     for (cluster, line) in &status.clusters {
         out += &format!("{cluster:<12}{line}\n");
+        if let Some(h) = status.health.get(cluster).filter(|h| h.ready != "True" || !h.taints.is_empty()) {
+            let taints = if h.taints.is_empty() { String::new() } else { format!("; taints {}", h.taints.join(", ")) };
+            out += &format!("{:<12}Ready {} since {}: {}{taints}\n", "", h.ready, h.since, h.reason);
+        }
         if let Some(why) = status.prune_refused.get(cluster) {
             out += &format!("{:<12}prune refused: {why}\n", "");
         }
@@ -97,6 +101,31 @@ fn show(status: &Status) -> String {
     }
     for (name, service) in &status.services {
         out += &show_service(name, service);
+    }
+    out + &show_failover(status.failover.as_ref())
+}
+
+/// Evictions that hold, then moves: `moved OBJECT from CLUSTER at T (why): before → after`.
+fn show_failover(failover: Option<&crate::status::FailoverStatus>) -> String {
+    let Some(f) = failover else { return String::new() };
+    let mut out = String::new();
+    for eviction in &f.evictions {
+        out += &format!("evicted {eviction}\n");
+    }
+    let split = |m: &std::collections::BTreeMap<String, i64>| {
+        m.iter().map(|(c, r)| format!("{c}={r}")).collect::<Vec<_>>().join(" ")
+    };
+    for m in &f.moves {
+        let after = m.after.as_ref().map_or_else(|| "(not rendered yet)".to_owned(), split);
+        out += &format!(
+            "moved {} from {} at {} ({}, {}): {} → {after}\n",
+            m.object,
+            m.from,
+            m.at,
+            m.reason,
+            m.purge,
+            split(&m.before)
+        );
     }
     out
 }

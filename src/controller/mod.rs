@@ -1,6 +1,6 @@
 //! `flotilla run`: the long-running controller, composed of loops. It opens the followed
 //! branch, starts the HTTP listeners, elects a leader, and runs the reconcile loop and
-//! (in the push controller) the autoscaler and endpoints loops until SIGINT or SIGTERM. Each loop is a
+//! (in the push controller) the autoscaler, endpoints and failover loops until SIGINT or SIGTERM. Each loop is a
 //! module of its own that imports nothing from here; this module only wires them: who
 //! wakes whom, who reads whose output.
 
@@ -56,6 +56,21 @@ pub struct Config {
     pub previews: Option<crate::previews::Follow>,
     /// The endpoints loop of multi-cluster Services (`None` for a pull-mode agent).
     pub endpoints: Option<crate::endpoints::Settings>,
+    /// The failover loop: member health, taints, evictions (`None` for a pull-mode
+    /// agent).
+    pub failover: Option<crate::failover::Settings>,
+    /// A pull-mode agent's heartbeat, when it reports to a push controller.
+    pub heartbeat: Option<Heartbeat>,
+}
+
+/// A pull-mode agent's heartbeat Lease in the push controller's host cluster.
+pub struct Heartbeat {
+    /// That host cluster: kubeconfig and context.
+    pub host: (PathBuf, Option<String>),
+    /// The member this agent serves.
+    pub cluster: String,
+    /// Time between renewals.
+    pub every: std::time::Duration,
 }
 
 /// What every loop shares.
@@ -87,6 +102,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let stop = shutdown_signal();
     let parse_cache = Arc::new(Mutex::new(Default::default()));
     let (rendered, plans) = watch::channel(None);
+    let (failover, overlay) = failover_loop(&config, &parts, &leadership, (&plans, &stop), triggers.clone());
     let autoscaler = config.autoscale.clone().map(|settings| {
         let loop_ = autoscaler_loop(&config, settings, &parts, &git, &parse_cache, triggers, leadership.fence());
         tokio::spawn(loop_.run(plans.clone(), leadership.subscribe(), stop.clone()))
@@ -95,6 +111,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         info!("pull-mode agent: applying this member only; autoscaling is left to the push controller");
     }
     let endpoints = endpoints_loop(&config, &parts, &leadership, &plans, &stop);
+    let heartbeat = config.heartbeat.as_ref().map(|h| {
+        let host = Host::new(Some(h.host.clone()));
+        let namespace = config.reconcile.namespace.clone();
+        tokio::spawn(crate::heartbeat::renew(host, namespace, h.cluster.clone(), h.every, stop.clone()))
+    });
     let previews = config.previews.map(|follow| {
         let loop_ =
             previews_loop(follow, &config.reconcile, &config.credentials, &parts, &git, &parse_cache, &leadership);
@@ -112,6 +133,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         rendered,
         parse_cache,
         fence: leadership.fence(),
+        overlay,
     };
     // The preview loop runs beside the reconcile loop on this task (the member clients
     // it shares are not all `Send` across every lifetime a spawned task would need).
@@ -122,7 +144,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(task) = autoscaler {
         let _ = task.await;
     }
-    if let Some(task) = endpoints {
+    for task in [endpoints, failover, heartbeat].into_iter().flatten() {
         let _ = task.await;
     }
     leadership.release().await;
@@ -211,6 +233,37 @@ fn endpoints_loop(
     let inputs =
         crate::endpoints::Inputs { rendered: plans.clone(), leading: leadership.subscribe(), stop: stop.clone() };
     Some(tokio::spawn(loop_.run(inputs)))
+}
+
+/// The failover loop, in the push controller, on its own task; its overlay feeds the
+/// reconcile loop's renders, and a new overlay wakes it.
+fn failover_loop(
+    config: &Config,
+    parts: &Parts,
+    leadership: &Leadership,
+    (plans, stop): (&watch::Receiver<Option<Arc<flotilla_core::model::Plan>>>, &watch::Receiver<bool>),
+    wake: mpsc::UnboundedSender<Trigger>,
+) -> (Option<tokio::task::JoinHandle<()>>, Option<watch::Receiver<flotilla_core::model::ClusterState>>) {
+    let Some(settings) = config.failover.clone() else { return (None, None) };
+    let (overlay, overlaid) = watch::channel(Default::default());
+    let loop_ = crate::failover::Failover {
+        settings,
+        credentials: config.credentials.clone(),
+        host: parts.host.clone(),
+        pool: parts.pool.clone(),
+        trust: config.reconcile.trust,
+        request_timeout: config.reconcile.request_timeout,
+        board: parts.board.clone(),
+        metrics: parts.metrics.clone(),
+        fence: leadership.fence(),
+        overlay,
+        wake: Box::new(move || {
+            let _ = wake.send(Trigger::Force);
+        }),
+    };
+    let inputs =
+        crate::failover::Inputs { rendered: plans.clone(), leading: leadership.subscribe(), stop: stop.clone() };
+    (Some(tokio::spawn(loop_.run(inputs))), Some(overlaid))
 }
 
 /// The preview loop, applying previews as the reconcile loop applies production.

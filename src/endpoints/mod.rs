@@ -28,6 +28,7 @@ use tracing::{debug, info, warn};
 
 use crate::clusters::connect::{Pool, Trust};
 use crate::clusters::credentials::Credentials;
+use crate::clusters::probe::{self, Probe};
 use crate::host::Host;
 use crate::leader::Fence;
 use crate::status::Board;
@@ -165,12 +166,15 @@ impl Endpoints {
                 tokio::spawn(async {})
             }
         };
-        let probe = tokio::spawn(probe_member(
+        let probe = Probe { trust: self.trust, timeout: self.request_timeout, interval: self.settings.probe_interval };
+        let (name, events) = (cluster.to_owned(), events.clone());
+        let report = move |ok| events.send(Event::Probed { cluster: name.clone(), ok, now: Instant::now() }).is_ok();
+        let probe = tokio::spawn(probe::every(
             self.pool.clone(),
             Arc::new(kubeconfig.clone()),
             cluster.to_owned(),
-            (self.trust, self.request_timeout, self.settings.probe_interval),
-            events.clone(),
+            probe,
+            report,
         ));
         Watching { watch, probe }
     }
@@ -326,36 +330,4 @@ async fn watch_member(client: kube::Client, cluster: String, events: mpsc::Unbou
             return;
         }
     }
-}
-
-/// Asks a member's `/readyz` (then `/healthz`) every `interval`, each within it.
-async fn probe_member(
-    pool: Arc<Pool>,
-    kubeconfig: Arc<Kubeconfig>,
-    cluster: String,
-    (trust, timeout, interval): (Trust, Duration, Duration),
-    events: mpsc::UnboundedSender<Event>,
-) {
-    let mut every = tokio::time::interval(interval);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        every.tick().await;
-        let ok = match pool.client(&kubeconfig, &cluster, trust, timeout, None).await {
-            Ok(client) => tokio::time::timeout(interval, answers(&client)).await.unwrap_or(false),
-            Err(_) => false,
-        };
-        if events.send(Event::Probed { cluster: cluster.clone(), ok, now: Instant::now() }).is_err() {
-            return;
-        }
-    }
-}
-
-async fn answers(client: &kube::Client) -> bool {
-    for path in ["/readyz", "/healthz"] {
-        let Ok(request) = http::Request::get(path).body(Vec::new()) else { return false };
-        if client.request_text(request).await.is_ok_and(|text| text.trim() == "ok") {
-            return true;
-        }
-    }
-    false
 }

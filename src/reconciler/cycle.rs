@@ -60,15 +60,37 @@ impl Reconciler {
             acting_as: settings.acting_as.as_deref(),
         };
         let clock = Instant::now();
-        let outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;
+        // As Karmada's execution controller, nothing is sent to a member the failover
+        // loop finds not Ready: the cycle would only wait for it to time out, and hold
+        // back the next render (the one that moves its replicas elsewhere).
+        let unready = self.unready();
+        let (names, skipped): (Vec<String>, Vec<String>) = names.into_iter().partition(|n| !unready.contains(n));
+        let mut outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;
+        outcomes.extend(skipped.iter().map(|n| (n.clone(), Err("not contacted: the member is not Ready".to_owned()))));
+        let names = [names, skipped].concat();
         let failed = self.record(revision, outcomes, &pulled, clock.elapsed());
         Outcome::Ran { attempted: names.len(), failed, clusters: declared }
+    }
+
+    /// Members the failover loop holds not Ready (they carry its health taint).
+    fn unready(&self) -> BTreeSet<String> {
+        let Some(overlay) = &self.overlay else { return BTreeSet::new() };
+        let overlay = overlay.borrow();
+        let health = |t: &flotilla_core::model::policy::Taint| {
+            t.effect == "NoSchedule"
+                && [flotilla_core::failover::NOT_READY, flotilla_core::failover::UNREACHABLE].contains(&t.key.as_str())
+        };
+        overlay.taints.iter().filter(|(_, taints)| taints.iter().any(health)).map(|(c, _)| c.clone()).collect()
     }
 
     /// Renders `revision` completely; a failure is reported and leaves what is applied
     /// alone.
     async fn render(&self, revision: Revision, placements: &mut ClusterState) -> Option<Plan> {
         let mut state = placements.clone();
+        if let Some(overlay) = &self.overlay {
+            let overlay = overlay.borrow();
+            (state.taints, state.evictions) = (overlay.taints.clone(), overlay.evictions.clone());
+        }
         if self.settings.replica_state {
             let replicas = ReplicaState {
                 host: &self.host,

@@ -94,6 +94,9 @@ pub struct Reconciler {
     pub parse_cache: Arc<Mutex<ParseCache>>,
     /// Checked right before each write to a member.
     pub fence: Fence,
+    /// What renders must heed beyond Git: live taints and evictions (the failover
+    /// loop's), if any.
+    pub overlay: Option<watch::Receiver<ClusterState>>,
 }
 
 /// What the loop listens to.

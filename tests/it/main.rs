@@ -5,6 +5,7 @@ mod autoscale; // the FederatedHPA seed: metrics in members, write-back commits,
 mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir
 pub mod controller; // `flotilla run` with a real git daemon: follow, keep last good, webhooks
 mod e2e; // the member clusters themselves: real pods, readiness, isolation
+mod failover; // a stopped member's replicas run elsewhere; nothing is lost when it returns
 mod fence; // a leader cut off from its Lease stops writing before a standby leads
 mod gitea; // a real forge for the preview tests: Gitea built from its Go module
 mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields

@@ -79,7 +79,8 @@ fn a_simulated_failure_moves_the_opted_in_workload_and_nothing_else() {
 #[test]
 fn live_taints_keep_new_replicas_away_but_move_nothing_already_there() {
     let text = fleet();
-    let taints = BTreeMap::from([("member2".to_owned(), vec![health_taint(Readiness::False).unwrap()])]);
+    let not_ready = Taint { key: NOT_READY.into(), value: String::new(), effect: "NoExecute".into(), time_added: None };
+    let taints = BTreeMap::from([("member2".to_owned(), vec![not_ready, health_taint(Readiness::False).unwrap()])]);
     // A fresh render (nothing held before) keeps workloads off member2, not the ConfigMap.
     let fresh = plan_with(&text, &ClusterState { taints: taints.clone(), ..ClusterState::default() });
     assert!(!replicas(&fresh, "batch").contains_key("member2"));

@@ -1,0 +1,280 @@
+//! Failover on real members: a member's API server stops, the controller finds it not
+//! Ready, taints it, and after the workload's toleration moves its replicas to the
+//! others (kube-controller-manager and kwok make them ready there); the member comes
+//! back with nothing lost. A Pull member whose agent stops renewing its heartbeat goes
+//! Unknown and is handled alike. `render --simulate-failure` says the same offline.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use serde_json::Value;
+
+use crate::controller::{Quiet, Running, commit_and_push, free_port, http, serve};
+use crate::members::{Dedicated, Members};
+use crate::support::{repo, run, run_from_daemon, wait_for, write};
+
+/// Karmada's documented ClusterTaintPolicy: NoExecute while Ready is not True.
+const TAINT_POLICY: &str = "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata: {name: evict-not-ready}\nspec:\n  addOnConditions: [{conditionType: Ready, operator: NotIn, statusValues: ['True']}]\n  removeOnConditions: [{conditionType: Ready, operator: In, statusValues: ['True']}]\n  taints: [{key: cluster.karmada.io/not-ready, effect: NoExecute}]\n";
+
+/// A Deployment divided `weight`:`weight`:`weight` over member1..3, tolerating
+/// not-ready (and unreachable) NoExecute taints for 10 s, with `failover` as given.
+fn workload(ns: &str, name: &str, replicas: i64, weight: i64, failover: &str) -> String {
+    let rules: Vec<String> = (1..=3)
+        .map(|m| format!("        - {{targetCluster: {{clusterNames: [member{m}]}}, weight: {weight}}}\n"))
+        .collect();
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: {name}, image: {name}}}]}}\n---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: {name}}}]\n  placement:\n    clusterAffinity: {{clusterNames: [member1, member2, member3]}}\n    clusterTolerations:\n    - {{key: cluster.karmada.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 10}}\n    - {{key: cluster.karmada.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 10}}\n    replicaScheduling:\n      replicaSchedulingType: Divided\n      replicaDivisionPreference: Weighted\n      weightPreference:\n        staticWeightList:\n{}{failover}",
+        rules.concat()
+    )
+}
+
+const GRACEFULLY: &str = "  failover: {cluster: {purgeMode: Gracefully}}\n";
+
+/// `web` (9 replicas, opted in, weights `weight`), `steady` (3, not opted in) and a
+/// ConfigMap everywhere.
+fn fleet(ns: &str, weight: i64) -> String {
+    [
+        crate::apply::fleet(ns, &[("settings", &["member1", "member2", "member3"])]),
+        TAINT_POLICY.to_owned(),
+        workload(ns, "web", 9, weight, GRACEFULLY),
+        workload(ns, "steady", 3, 1, ""),
+    ]
+    .join("---\n")
+}
+
+/// `readyReplicas` of Deployment `name` in `member` (0 when absent or unreachable).
+async fn ready(members: &Members, member: &str, ns: &str, name: &str) -> i32 {
+    let api: Api<Deployment> = Api::namespaced(members.client(member).await, ns);
+    let got = tokio::time::timeout(Duration::from_secs(2), api.get_opt(name)).await;
+    got.ok().and_then(Result::ok).flatten().and_then(|d| d.status).and_then(|s| s.ready_replicas).unwrap_or(0)
+}
+
+async fn exists<K>(members: &Members, member: &str, ns: &str, name: &str) -> bool
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(members.client(member).await, ns);
+    api.get_opt(name).await.unwrap().is_some()
+}
+
+fn status(port: u16) -> Value {
+    serde_json::from_str(&http(port, "GET", "/status", &[], b"").1).unwrap_or(Value::Null)
+}
+
+/// One trial: member2 stops; returns the time until member1 and member3 run all nine
+/// `web` replicas ready, having checked the survivors never ran fewer than before.
+async fn stop_member2(members: &Members, ns: &str, port: u16) -> Duration {
+    let running = survivors(members, ns).await;
+    let stopped = Instant::now();
+    members.freeze("member2", true);
+    let deadline = stopped + Duration::from_secs(120);
+    loop {
+        let now = survivors(members, ns).await;
+        assert!(now >= running, "Gracefully: the survivors dropped from {running} to {now} ready");
+        if now == 9 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "nine replicas never ran elsewhere: {}", status(port));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stopped.elapsed()
+}
+
+/// Ready `web` replicas in member1 and member3.
+async fn survivors(members: &Members, ns: &str) -> i32 {
+    ready(members, "member1", ns, "web").await + ready(members, "member3", ns, "web").await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_member_s_replicas_run_elsewhere_and_nothing_is_lost_when_it_returns() {
+    // Dedicated members: this test stops member2's API server.
+    let dedicated = Dedicated::start(3);
+    let members = &dedicated.0;
+    let ns = "e2e-failover";
+    let served = serve(&fleet(ns, 1));
+    let port = free_port();
+    let cache = tempfile::tempdir().unwrap();
+    let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
+    let _controller = Running(
+        run_from_daemon(served.port)
+            .args(["--interval", "1", "--instance", "failover", "--kubeconfig", &kubeconfig])
+            .args(["--host-kubeconfig", &kubeconfig, "--host-context", "member1", "--namespace", "default"])
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir", cache.path().to_str().unwrap()])
+            .args(["--enable-no-execute-taint-eviction", "--eviction-rate", "10", "--request-timeout", "3s"])
+            .args(["--cluster-status-update-frequency", "1s", "--cluster-monitor-period", "1s"])
+            .args(["--cluster-failure-threshold", "3s", "--cluster-success-threshold", "3s"])
+            .args(["--cluster-startup-grace-period", "5s", "--cluster-monitor-grace-period", "10s"])
+            .quiet(),
+    );
+    let three_each = || async {
+        for m in ["member1", "member2", "member3"] {
+            if ready(members, m, ns, "web").await != 3 {
+                return false;
+            }
+        }
+        true
+    };
+    wait_for("3 ready web replicas in each member", Duration::from_secs(90), three_each).await;
+    wait_for("every member Ready in /status", Duration::from_secs(15), || async {
+        let health = &status(port)["health"];
+        ["member1", "member2", "member3"].iter().all(|m| health[m]["ready"] == "True")
+    })
+    .await;
+
+    let trials: usize = std::env::var("FLOTILLA_BENCH_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let mut took = Vec::new();
+    for trial in 0..trials {
+        took.push(stop_member2(members, ns, port).await);
+        let seen = status(port);
+        assert_eq!(seen["health"]["member2"]["ready"], "False", "{seen}");
+        let last = seen["failover"]["moves"].as_array().and_then(|m| m.last()).unwrap_or_else(|| panic!("{seen}"));
+        assert_eq!(
+            (last["object"].as_str(), last["from"].as_str()),
+            (Some(&*format!("apps/v1/Deployment/{ns}/web")), Some("member2"))
+        );
+        assert!(last["reason"].as_str().unwrap().contains("past its 10s toleration"), "{last}");
+        // No opt-in, no move; nothing left anywhere while member2 is away.
+        for m in ["member1", "member3"] {
+            assert_eq!(ready(members, m, ns, "steady").await, 1);
+            assert!(exists::<ConfigMap>(members, m, ns, "settings").await);
+        }
+
+        // member2 returns: its taints go, its config and the unmoved workload are there;
+        // the moved workload's old copy goes (purgeMode Gracefully, once the nine ran
+        // elsewhere), and the nine stay where they went (Karmada's rule).
+        members.freeze("member2", false);
+        wait_for("member2 Ready without taints", Duration::from_secs(30), || async {
+            let h = &status(port)["health"]["member2"];
+            h["ready"] == "True" && h["taints"].as_array().is_some_and(Vec::is_empty)
+        })
+        .await;
+        assert!(exists::<ConfigMap>(members, "member2", ns, "settings").await, "the outage deleted nothing");
+        assert!(exists::<Deployment>(members, "member2", ns, "steady").await);
+        wait_for("the old copy of web to leave member2", Duration::from_secs(30), || async {
+            !exists::<Deployment>(members, "member2", ns, "web").await
+        })
+        .await;
+        assert_eq!(survivors(members, ns).await, 9, "the replicas stay where they went");
+        let printed = run(&["status", "--controller", &format!("http://127.0.0.1:{port}")]).1;
+        assert!(
+            printed.contains("evicted apps/v1/Deployment/") && printed.contains("moved apps/v1/Deployment/"),
+            "{printed}"
+        );
+
+        // A placement change in Git reschedules (weights 1:1:1 ⇄ 2:2:2 divide alike):
+        // the eviction ends and member2 gets its share back.
+        write(served.work.path(), "fleet.yaml", fleet(ns, if trial % 2 == 0 { 2 } else { 1 }).as_bytes());
+        commit_and_push(served.work.path(), &format!("reschedule {trial}"));
+        wait_for("3 ready web replicas in each member again", Duration::from_secs(60), three_each).await;
+    }
+    took.sort();
+    eprintln!(
+        "failover: member2 stopped → 9 ready in member1+member3, over {} trials: p50 {:?}, all {took:?}",
+        took.len(),
+        took[took.len() / 2]
+    );
+}
+
+/// The same fleet with member3 in Pull mode: its agent renews a heartbeat Lease in the
+/// push controller's host cluster; when the agent stops, member3 goes Unknown, and
+/// `web` moves to member1 and member2.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pull_member_whose_agent_stops_renewing_goes_unknown_and_its_replicas_move() {
+    let members = crate::members::members();
+    let ns = "e2e-failover-pull";
+    let pull = |text: String| {
+        text.replace(
+            "metadata: {name: member3}\nspec: {syncMode: Push}",
+            "metadata: {name: member3}\nspec: {syncMode: Pull}",
+        )
+    };
+    let served = serve(&pull(fleet(ns, 1)));
+    let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
+    let host = ["--host-kubeconfig", &kubeconfig, "--host-context", "member1", "--namespace", "default"];
+    let (port, agent_port) = (free_port(), free_port());
+    let (cache, agent_cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let _controller = Running(
+        run_from_daemon(served.port)
+            .args(["--interval", "1", "--instance", "failover-pull", "--kubeconfig", &kubeconfig])
+            .args(host)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir", cache.path().to_str().unwrap()])
+            .args(["--enable-no-execute-taint-eviction", "--eviction-rate", "10"])
+            .args(["--cluster-monitor-period", "1s", "--cluster-monitor-grace-period", "5s"])
+            .args(["--cluster-startup-grace-period", "5s"])
+            .quiet(),
+    );
+    let agent = Running(
+        run_from_daemon(served.port)
+            .args(["--interval", "1", "--instance", "failover-pull", "--agent", "member3", "--kubeconfig", &kubeconfig])
+            .args(["--heartbeat-kubeconfig", &kubeconfig, "--heartbeat-context", "member1", "--namespace", "default"])
+            .args(["--heartbeat-interval", "1s"])
+            .args(["--listen", &format!("127.0.0.1:{agent_port}"), "--cache-dir", agent_cache.path().to_str().unwrap()])
+            .quiet(),
+    );
+    let replicas = |member: &'static str| async move {
+        let api: Api<Deployment> = Api::namespaced(members.client(member).await, ns);
+        api.get_opt("web").await.ok().flatten().and_then(|d| d.spec).and_then(|s| s.replicas).unwrap_or(0)
+    };
+    wait_for("web on every member, member3 by its agent", Duration::from_secs(60), || async {
+        replicas("member1").await == 3 && replicas("member2").await == 3 && replicas("member3").await == 3
+    })
+    .await;
+    wait_for("member3 Ready by its heartbeat", Duration::from_secs(20), || async {
+        status(port)["health"]["member3"]["ready"] == "True"
+    })
+    .await;
+    drop(agent);
+    let stopped = Instant::now();
+    wait_for("member3 Unknown, tainted unreachable", Duration::from_secs(30), || async {
+        let h = &status(port)["health"]["member3"];
+        h["ready"] == "Unknown"
+            && h["taints"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t == "cluster.karmada.io/unreachable:NoSchedule"))
+    })
+    .await;
+    wait_for("web's nine replicas on member1 and member2", Duration::from_secs(40), || async {
+        replicas("member1").await + replicas("member2").await == 9
+    })
+    .await;
+    eprintln!("failover: member3's agent stopped → its share placed on member1+member2 after {:?}", stopped.elapsed());
+    assert_eq!(replicas("member3").await, 3, "nothing in member3 is touched: it is its agent's to apply");
+    let moves = &status(port)["failover"]["moves"];
+    assert_eq!(moves[0]["from"], "member3", "{moves}");
+}
+
+#[test]
+fn render_simulate_failure_lists_what_moves_and_renders_it() {
+    let ns = "sim";
+    let dir = repo(&[("fleet.yaml", fleet(ns, 1).as_bytes())]);
+    let path = dir.path().to_str().unwrap();
+    let (code, out, err) = run(&["render", path, "--simulate-failure", "member2", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("simulated failure of member2: 1 workload(s) move"), "{err}");
+    assert!(err.contains(&format!("apps/v1/Deployment/{ns}/web: member1 3→")) && err.contains("member2 3→0"), "{err}");
+    let plan: Value = serde_json::from_str(&out).unwrap();
+    let on = |member: &str| -> BTreeMap<String, Value> {
+        plan["clusters"][member]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["metadata"]["name"].as_str().unwrap().to_owned(), m["spec"]["replicas"].clone()))
+            .collect()
+    };
+    assert!(
+        !on("member2").contains_key("web")
+            && on("member2").contains_key("steady")
+            && on("member2").contains_key("settings")
+    );
+    let web = on("member1")["web"].as_i64().unwrap() + on("member3")["web"].as_i64().unwrap();
+    assert_eq!(web, 9);
+    let (code, _, err) = run(&["render", path, "--simulate-failure", "member9"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cluster member9 is not declared"), "{err}");
+}
