@@ -398,3 +398,32 @@ mod tests {
         assert_eq!(v4.clusters[0].cluster.as_ref().unwrap().server.as_deref(), Some("https://10.96.0.1:443"));
     }
 }
+
+/// How the loops that watch members reach them: credentials (re-read on each render),
+/// the host cluster they may live in, the shared client pool, and the trust and
+/// timeout of every request.
+#[derive(Clone)]
+pub struct Access {
+    /// Member credentials.
+    pub credentials: super::credentials::Credentials,
+    /// The host cluster.
+    pub host: std::sync::Arc<crate::host::Host>,
+    /// Member clients, shared by every loop.
+    pub pool: std::sync::Arc<Pool>,
+    /// Which kubeconfig credentials to trust.
+    pub trust: Trust,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+}
+
+impl Access {
+    /// The member credentials as they are now.
+    pub async fn kubeconfig(&self) -> anyhow::Result<Kubeconfig> {
+        self.credentials.read(&self.host).await
+    }
+
+    /// A probe of members every `interval`, with these credentials' trust and timeout.
+    pub fn probe(&self, interval: Duration) -> super::probe::Probe {
+        super::probe::Probe { trust: self.trust, timeout: self.request_timeout, interval }
+    }
+}

@@ -12,6 +12,8 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, watch};
 use tracing::info;
 
+mod members;
+
 use crate::autoscaler::{self, Autoscaler, Writer};
 use crate::clusters::connect::Pool;
 use crate::clusters::credentials::Credentials;
@@ -102,7 +104,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let stop = shutdown_signal();
     let parse_cache = Arc::new(Mutex::new(Default::default()));
     let (rendered, plans) = watch::channel(None);
-    let (failover, overlay) = failover_loop(&config, &parts, &leadership, (&plans, &stop), triggers.clone());
+    let (failover, overlay) = members::failover_loop(&config, &parts, &leadership, (&plans, &stop), triggers.clone());
     let autoscaler = config.autoscale.clone().map(|settings| {
         let loop_ = autoscaler_loop(&config, settings, &parts, &git, &parse_cache, triggers, leadership.fence());
         tokio::spawn(loop_.run(plans.clone(), leadership.subscribe(), stop.clone()))
@@ -110,12 +112,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     if autoscaler.is_none() {
         info!("pull-mode agent: applying this member only; autoscaling is left to the push controller");
     }
-    let endpoints = endpoints_loop(&config, &parts, &leadership, &plans, &stop);
-    let heartbeat = config.heartbeat.as_ref().map(|h| {
-        let host = Host::new(Some(h.host.clone()));
-        let namespace = config.reconcile.namespace.clone();
-        tokio::spawn(crate::heartbeat::renew(host, namespace, h.cluster.clone(), h.every, stop.clone()))
-    });
+    let endpoints = members::endpoints_loop(&config, &parts, &leadership, &plans, &stop);
+    let heartbeat = members::heartbeat(&config, &stop);
     let previews = config.previews.map(|follow| {
         let loop_ =
             previews_loop(follow, &config.reconcile, &config.credentials, &parts, &git, &parse_cache, &leadership);
@@ -141,10 +139,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: leadership.subscribe(), stop });
     tokio::join!(reconciling, previewing);
     info!("stopping");
-    if let Some(task) = autoscaler {
-        let _ = task.await;
-    }
-    for task in [endpoints, failover, heartbeat].into_iter().flatten() {
+    for task in [autoscaler, endpoints, failover, heartbeat].into_iter().flatten() {
         let _ = task.await;
     }
     leadership.release().await;
@@ -209,61 +204,6 @@ async fn serve(
     info!(address = %listener.local_addr()?, "serving /healthz, /readyz, /metrics and /status");
     tokio::spawn(server::serve(listener, app, server::Limits::default()));
     Ok(())
-}
-
-/// The endpoints loop of multi-cluster Services, in the push controller, on its own task.
-fn endpoints_loop(
-    config: &Config,
-    parts: &Parts,
-    leadership: &Leadership,
-    plans: &watch::Receiver<Option<Arc<flotilla_core::model::Plan>>>,
-    stop: &watch::Receiver<bool>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    let settings = config.endpoints.clone()?;
-    let loop_ = crate::endpoints::Endpoints {
-        settings,
-        credentials: config.credentials.clone(),
-        host: parts.host.clone(),
-        pool: parts.pool.clone(),
-        trust: config.reconcile.trust,
-        request_timeout: config.reconcile.request_timeout,
-        board: parts.board.clone(),
-        fence: leadership.fence(),
-    };
-    let inputs =
-        crate::endpoints::Inputs { rendered: plans.clone(), leading: leadership.subscribe(), stop: stop.clone() };
-    Some(tokio::spawn(loop_.run(inputs)))
-}
-
-/// The failover loop, in the push controller, on its own task; its overlay feeds the
-/// reconcile loop's renders, and a new overlay wakes it.
-fn failover_loop(
-    config: &Config,
-    parts: &Parts,
-    leadership: &Leadership,
-    (plans, stop): (&watch::Receiver<Option<Arc<flotilla_core::model::Plan>>>, &watch::Receiver<bool>),
-    wake: mpsc::UnboundedSender<Trigger>,
-) -> (Option<tokio::task::JoinHandle<()>>, Option<watch::Receiver<flotilla_core::model::ClusterState>>) {
-    let Some(settings) = config.failover.clone() else { return (None, None) };
-    let (overlay, overlaid) = watch::channel(Default::default());
-    let loop_ = crate::failover::Failover {
-        settings,
-        credentials: config.credentials.clone(),
-        host: parts.host.clone(),
-        pool: parts.pool.clone(),
-        trust: config.reconcile.trust,
-        request_timeout: config.reconcile.request_timeout,
-        board: parts.board.clone(),
-        metrics: parts.metrics.clone(),
-        fence: leadership.fence(),
-        overlay,
-        wake: Box::new(move || {
-            let _ = wake.send(Trigger::Force);
-        }),
-    };
-    let inputs =
-        crate::failover::Inputs { rendered: plans.clone(), leading: leadership.subscribe(), stop: stop.clone() };
-    (Some(tokio::spawn(loop_.run(inputs))), Some(overlaid))
 }
 
 /// The preview loop, applying previews as the reconcile loop applies production.

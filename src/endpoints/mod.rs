@@ -26,10 +26,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use crate::clusters::connect::{Pool, Trust};
-use crate::clusters::credentials::Credentials;
-use crate::clusters::probe::{self, Probe};
-use crate::host::Host;
+use crate::clusters::connect::Access;
+use crate::clusters::probe;
 use crate::leader::Fence;
 use crate::status::Board;
 use step::{Action, Event, Key, State};
@@ -53,16 +51,8 @@ pub struct Settings {
 pub struct Endpoints {
     /// Settings.
     pub settings: Settings,
-    /// Member credentials.
-    pub credentials: Credentials,
-    /// The host cluster (for credentials from Secrets).
-    pub host: Arc<Host>,
-    /// Member clients, shared with the other loops.
-    pub pool: Arc<Pool>,
-    /// Which kubeconfig credentials to trust.
-    pub trust: Trust,
-    /// Per-request timeout.
-    pub request_timeout: Duration,
+    /// How members (and the host cluster) are reached.
+    pub access: Access,
     /// Where status goes.
     pub board: Arc<Board>,
     /// Checked right before each write.
@@ -111,7 +101,7 @@ impl Endpoints {
                     Ok(()) = inputs.rendered.changed() => {
                         let plan = inputs.rendered.borrow_and_update().clone();
                         let Some(plan) = plan else { continue };
-                        match self.credentials.read(&self.host).await {
+                        match self.access.kubeconfig().await {
                             Ok(read) => kubeconfig = Arc::new(read),
                             Err(e) => warn!(error = %format!("{e:#}"), "endpoints: cannot read member credentials"),
                         }
@@ -158,7 +148,8 @@ impl Endpoints {
 
     /// Starts watching and probing one member.
     async fn watch(&self, cluster: &str, kubeconfig: &Kubeconfig, events: &mpsc::UnboundedSender<Event>) -> Watching {
-        let client = crate::clusters::connect::client(kubeconfig, cluster, self.trust, WATCH_READ_TIMEOUT, None).await;
+        let client =
+            crate::clusters::connect::client(kubeconfig, cluster, self.access.trust, WATCH_READ_TIMEOUT, None).await;
         let watch = match client {
             Ok(client) => tokio::spawn(watch_member(client, cluster.to_owned(), events.clone())),
             Err(e) => {
@@ -166,11 +157,11 @@ impl Endpoints {
                 tokio::spawn(async {})
             }
         };
-        let probe = Probe { trust: self.trust, timeout: self.request_timeout, interval: self.settings.probe_interval };
+        let probe = self.access.probe(self.settings.probe_interval);
         let (name, events) = (cluster.to_owned(), events.clone());
         let report = move |ok| events.send(Event::Probed { cluster: name.clone(), ok, now: Instant::now() }).is_ok();
         let probe = tokio::spawn(probe::every(
-            self.pool.clone(),
+            self.access.pool.clone(),
             Arc::new(kubeconfig.clone()),
             cluster.to_owned(),
             probe,
@@ -182,8 +173,8 @@ impl Endpoints {
     /// Sends one write on its way; its outcome comes back as an event.
     fn write(&self, action: Action, kubeconfig: &Arc<Kubeconfig>, events: &mpsc::UnboundedSender<Event>) {
         let (pool, kubeconfig, events, fence) =
-            (self.pool.clone(), kubeconfig.clone(), events.clone(), self.fence.clone());
-        let (trust, timeout) = (self.trust, self.request_timeout);
+            (self.access.pool.clone(), kubeconfig.clone(), events.clone(), self.fence.clone());
+        let (trust, timeout) = (self.access.trust, self.access.request_timeout);
         tokio::spawn(async move {
             let cluster = match &action {
                 Action::Put { cluster, .. }

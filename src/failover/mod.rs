@@ -21,10 +21,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::clusters::connect::{Pool, Trust};
-use crate::clusters::credentials::Credentials;
-use crate::clusters::probe::{self, Probe};
-use crate::host::Host;
+use crate::clusters::connect::Access;
+use crate::clusters::probe;
 use crate::leader::Fence;
 use crate::metrics::Metrics;
 use crate::status::{Board, ClusterHealthStatus, FailoverStatus, MoveStatus};
@@ -50,16 +48,8 @@ pub struct Settings {
 pub struct Failover {
     /// Settings.
     pub settings: Settings,
-    /// Member credentials.
-    pub credentials: Credentials,
-    /// The host cluster: memory and heartbeats.
-    pub host: Arc<Host>,
-    /// Member clients, shared with the other loops.
-    pub pool: Arc<Pool>,
-    /// Which kubeconfig credentials to trust.
-    pub trust: Trust,
-    /// Per-request timeout.
-    pub request_timeout: Duration,
+    /// How members (and the host cluster) are reached.
+    pub access: Access,
     /// Where status goes.
     pub board: Arc<Board>,
     /// Metrics.
@@ -127,14 +117,14 @@ impl Failover {
                     Ok(()) = inputs.rendered.changed() => {
                         let plan = inputs.rendered.borrow_and_update().clone();
                         let Some(plan) = plan else { continue };
-                        match self.credentials.read(&self.host).await {
+                        match self.access.kubeconfig().await {
                             Ok(read) => kubeconfig = Arc::new(read),
                             Err(e) => warn!(error = %format!("{e:#}"), "failover: cannot read member credentials"),
                         }
                         Event::Rendered(plan)
                     }
                     Some(event) = received.recv() => event,
-                    _ = monitor.tick(), if *inputs.leading.borrow() => match crate::heartbeat::read(&self.host, &self.settings.namespace).await {
+                    _ = monitor.tick(), if *inputs.leading.borrow() => match crate::heartbeat::read(&self.access.host, &self.settings.namespace).await {
                         Ok(leases) => Event::Leases(leases),
                         Err(e) => {
                             tracing::debug!(error = %format!("{e:#}"), "failover: cannot read heartbeat Leases");
@@ -218,7 +208,7 @@ impl Failover {
 
     fn store(&self) -> store::Store {
         store::Store {
-            host: self.host.clone(),
+            host: self.access.host.clone(),
             namespace: self.settings.namespace.clone(),
             instance: self.settings.instance.clone(),
         }
@@ -239,15 +229,20 @@ impl Failover {
             }
             keep
         });
-        let probe = Probe { trust: self.trust, timeout: self.request_timeout, interval: self.settings.probe_interval };
+        let probe = self.access.probe(self.settings.probe_interval);
         for cluster in members {
             if tasks.probes.contains_key(&cluster) {
                 continue;
             }
             let (name, events) = (cluster.clone(), events.clone());
             let report = move |ok| events.send(Event::Probed { cluster: name.clone(), ok, now: now() }).is_ok();
-            let task =
-                tokio::spawn(probe::every(self.pool.clone(), kubeconfig.clone(), cluster.clone(), probe, report));
+            let task = tokio::spawn(probe::every(
+                self.access.pool.clone(),
+                kubeconfig.clone(),
+                cluster.clone(),
+                probe,
+                report,
+            ));
             tasks.probes.insert(cluster, task);
         }
     }
@@ -260,7 +255,7 @@ impl Failover {
         events: mpsc::UnboundedSender<Event>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let (pool, trust, timeout, period) =
-            (self.pool.clone(), self.trust, self.request_timeout, self.settings.monitor_period);
+            (self.access.pool.clone(), self.access.trust, self.access.request_timeout, self.settings.monitor_period);
         let mut by_cluster: BTreeMap<String, Vec<ObjectKey>> = BTreeMap::new();
         for (key, cluster) in workloads {
             by_cluster.entry(cluster).or_default().push(key);

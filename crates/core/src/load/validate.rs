@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use crate::model::autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
 use crate::model::cluster::ClusterSpec;
-use crate::model::failover::{ClusterTaintPolicySpec, FailoverBehavior};
 use crate::model::names::{self, NameRule};
 use crate::model::policy::{
     ClusterAffinity, ClusterAffinityTerm, DivisionPreference, Operator, OverrideSpec, Placement, Preemption,
@@ -16,6 +15,9 @@ use crate::model::policy::{
 };
 use crate::model::selector::LabelSelector;
 use crate::model::service::MultiClusterServiceSpec;
+
+mod failover;
+pub use failover::cluster_taint_policy;
 
 type Check = Result<(), String>;
 
@@ -112,54 +114,9 @@ pub fn propagation(spec: &mut PropagationSpec, namespace: Option<&str>) -> Check
         })?;
     }
     if let Some(failover) = &spec.failover {
-        failover_behavior(failover)?;
+        failover::behavior(failover)?;
     }
     placement(&mut spec.placement)
-}
-
-fn failover_behavior(failover: &FailoverBehavior) -> Check {
-    if let Some(app) = &failover.application {
-        let seconds = app.decision_conditions.toleration_seconds;
-        ensure(seconds.is_none_or(|s| s >= 0), || {
-            "spec.failover.application.decisionConditions.tolerationSeconds: must not be negative".into()
-        })?;
-        ensure(app.grace_period_seconds.is_none_or(|s| s > 0), || {
-            "spec.failover.application.gracePeriodSeconds: must be positive".into()
-        })?;
-        let gracefully = app.purge_mode.unwrap_or(crate::model::failover::PurgeMode::Gracefully)
-            == crate::model::failover::PurgeMode::Gracefully;
-        ensure(gracefully || app.grace_period_seconds.is_none(), || {
-            "spec.failover.application.gracePeriodSeconds: only meaningful with purgeMode Gracefully".into()
-        })?;
-    }
-    Ok(())
-}
-
-/// Validates a ClusterTaintPolicy: at least one taint, each NoSchedule or NoExecute
-/// with a key, and condition tests with values.
-pub fn cluster_taint_policy(spec: &mut ClusterTaintPolicySpec, _: Option<&str>) -> Check {
-    ensure(!spec.taints.is_empty(), || "spec.taints: at least one taint is required".into())?;
-    ensure(!spec.add_on_conditions.is_empty() || !spec.remove_on_conditions.is_empty(), || {
-        "spec: addOnConditions or removeOnConditions is required".into()
-    })?;
-    for (i, taint) in spec.taints.iter().enumerate() {
-        ensure(!taint.key.is_empty(), || format!("spec.taints[{i}].key: required"))?;
-        ensure(matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute"), || {
-            format!("spec.taints[{i}].effect: {:?} is not NoSchedule or NoExecute", taint.effect)
-        })?;
-    }
-    for (field, conditions) in
-        [("addOnConditions", &spec.add_on_conditions), ("removeOnConditions", &spec.remove_on_conditions)]
-    {
-        for (i, c) in conditions.iter().enumerate() {
-            ensure(!c.condition_type.is_empty(), || format!("spec.{field}[{i}].conditionType: required"))?;
-            ensure(!c.status_values.is_empty(), || format!("spec.{field}[{i}].statusValues: at least one value"))?;
-        }
-    }
-    if let Some(affinity) = &spec.target_clusters {
-        cluster_affinity(affinity, "spec.targetClusters")?;
-    }
-    Ok(())
 }
 
 fn placement(placement: &mut Placement) -> Check {

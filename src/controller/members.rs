@@ -1,0 +1,78 @@
+//! The loops that watch the members beside the reconcile loop: the endpoints loop of
+//! multi-cluster Services, the failover loop, and a Pull agent's heartbeat.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use super::{Config, Parts};
+use crate::host::Host;
+use crate::leader::Leadership;
+use crate::reconciler::Trigger;
+
+/// The endpoints loop of multi-cluster Services, in the push controller, on its own task.
+pub(super) fn endpoints_loop(
+    config: &Config,
+    parts: &Parts,
+    leadership: &Leadership,
+    plans: &watch::Receiver<Option<Arc<flotilla_core::model::Plan>>>,
+    stop: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let settings = config.endpoints.clone()?;
+    let loop_ = crate::endpoints::Endpoints {
+        settings,
+        access: access(config, parts),
+        board: parts.board.clone(),
+        fence: leadership.fence(),
+    };
+    let inputs =
+        crate::endpoints::Inputs { rendered: plans.clone(), leading: leadership.subscribe(), stop: stop.clone() };
+    Some(tokio::spawn(loop_.run(inputs)))
+}
+
+/// The failover loop, in the push controller, on its own task; its overlay feeds the
+/// reconcile loop's renders, and a new overlay wakes it.
+pub(super) fn failover_loop(
+    config: &Config,
+    parts: &Parts,
+    leadership: &Leadership,
+    (plans, stop): (&watch::Receiver<Option<Arc<flotilla_core::model::Plan>>>, &watch::Receiver<bool>),
+    wake: mpsc::UnboundedSender<Trigger>,
+) -> (Option<tokio::task::JoinHandle<()>>, Option<watch::Receiver<flotilla_core::model::ClusterState>>) {
+    let Some(settings) = config.failover.clone() else { return (None, None) };
+    let (overlay, overlaid) = watch::channel(Default::default());
+    let loop_ = crate::failover::Failover {
+        settings,
+        access: access(config, parts),
+        board: parts.board.clone(),
+        metrics: parts.metrics.clone(),
+        fence: leadership.fence(),
+        overlay,
+        wake: Box::new(move || {
+            let _ = wake.send(Trigger::Force);
+        }),
+    };
+    let inputs =
+        crate::failover::Inputs { rendered: plans.clone(), leading: leadership.subscribe(), stop: stop.clone() };
+    (Some(tokio::spawn(loop_.run(inputs))), Some(overlaid))
+}
+
+/// A Pull agent's heartbeat Lease in the push controller's host cluster, renewed on its
+/// own task.
+pub(super) fn heartbeat(config: &Config, stop: &watch::Receiver<bool>) -> Option<tokio::task::JoinHandle<()>> {
+    let h = config.heartbeat.as_ref()?;
+    let host = Host::new(Some(h.host.clone()));
+    let namespace = config.reconcile.namespace.clone();
+    Some(tokio::spawn(crate::heartbeat::renew(host, namespace, h.cluster.clone(), h.every, stop.clone())))
+}
+
+/// How the member-watching loops reach members.
+fn access(config: &Config, parts: &Parts) -> crate::clusters::connect::Access {
+    crate::clusters::connect::Access {
+        credentials: config.credentials.clone(),
+        host: parts.host.clone(),
+        pool: parts.pool.clone(),
+        trust: config.reconcile.trust,
+        request_timeout: config.reconcile.request_timeout,
+    }
+}
