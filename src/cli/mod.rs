@@ -241,6 +241,11 @@ pub struct DiffArgs {
     /// budget points to it).
     #[arg(long, value_name = "FILE")]
     pub plan_file: Option<PathBuf>,
+    /// Compare with `--to` as it would run had these members failed for longer than
+    /// every toleration (repeatable; see `flotilla render --simulate-failure`). With
+    /// `--from` and `--to` the same revision, the diff is what the failure moves.
+    #[arg(long = "simulate-failure", value_name = "NAME", requires = "from")]
+    pub simulate_failure: Vec<String>,
     /// Compare `--to` with the members as they are now instead of with `--from`: what
     /// `flotilla apply` of it would change, drift included (server-side apply dry runs,
     /// nothing written).

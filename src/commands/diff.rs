@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Context;
 use flotilla_core::plan_diff::{self, PlanDiff, markdown};
 
-use flotilla_core::model::Plan;
+use flotilla_core::model::{ClusterState, Plan};
 use flotilla_core::project::Project;
 
 use super::Outcome;
@@ -17,18 +17,27 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
     let source = SourceArgs { repo: args.repo.clone(), rev: None, cluster_state: None, scope: args.scope.clone() };
     let scope = super::scope(&source)?;
     let mut cache = flotilla_core::load::ParseCache::default();
-    let mut render = |rev: &str| {
-        super::plan_revision(&args.repo, rev, scope.as_ref(), &mut cache).with_context(|| format!("revision {rev}"))
+    let mut render = |rev: &str, state: &ClusterState| {
+        super::plan_revision(&args.repo, rev, scope.as_ref(), &mut cache, state)
+            .with_context(|| format!("revision {rev}"))
     };
+    let normal = ClusterState::default();
     let to_plan;
     let diff = match &args.from {
         Some(from) => {
-            let from = render(from)?;
-            to_plan = render(&args.to)?;
-            plan_diff::diff(&from, &to_plan, &args.clusters)
+            let from = render(from, &normal)?;
+            to_plan = render(&args.to, &normal)?;
+            if args.simulate_failure.is_empty() {
+                plan_diff::diff(&from, &to_plan, &args.clusters)
+            } else {
+                // `--to` as it would run with those members failed: the diff shows
+                // what the revision changes and what the failure moves.
+                let failed = flotilla_core::failover::simulate(&to_plan, &args.simulate_failure);
+                plan_diff::diff(&from, &render(&args.to, &failed)?, &args.clusters)
+            }
         }
         None => {
-            to_plan = render(&args.to)?;
+            to_plan = render(&args.to, &normal)?;
             live(&args, &to_plan, scope.as_ref())?
         }
     };

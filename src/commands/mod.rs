@@ -95,11 +95,12 @@ pub(crate) fn plan_revision(
     rev: &str,
     scope: Option<&flotilla_core::project::Project>,
     cache: &mut flotilla_core::load::ParseCache,
+    state: &ClusterState,
 ) -> anyhow::Result<Plan> {
     let limits = Limits::default();
     let files = crate::git::read_cached(repo, rev, &limits, cache)?;
     let loaded = flotilla_core::load::load_cached(&files, cache, &limits)?;
-    let plan = flotilla_core::plan_loaded(loaded, files.revision, &ClusterState::default());
+    let plan = flotilla_core::plan_loaded(loaded, files.revision, state);
     Ok(within(plan, scope))
 }
 

@@ -50,7 +50,7 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         },
         probe_interval: std::time::Duration::from_secs(2),
     });
-    let failover = args.agent.is_none().then(|| failover(&args));
+    let failover = args.agent.is_none().then(|| failover(&args)).transpose()?;
     let heartbeat = args.failover.heartbeat_kubeconfig.clone().map(|path| controller::Heartbeat {
         host: (path, args.failover.heartbeat_context.clone()),
         cluster: args.agent.clone().expect("clap requires --agent with --heartbeat-kubeconfig"),
@@ -185,9 +185,17 @@ fn autoscale(args: &RunArgs) -> anyhow::Result<autoscaler::Settings> {
 }
 
 /// The failover loop of the push controller, with Karmada's defaults.
-fn failover(args: &RunArgs) -> crate::failover::Settings {
+fn failover(args: &RunArgs) -> anyhow::Result<crate::failover::Settings> {
     let f = &args.failover;
-    crate::failover::Settings {
+    // Probes answer once per update period: a grace period shorter than two of them
+    // would find members Unknown between two healthy answers.
+    anyhow::ensure!(
+        f.cluster_monitor_grace_period >= 2 * f.cluster_status_update_frequency,
+        "--cluster-monitor-grace-period ({:?}) must be at least twice --cluster-status-update-frequency ({:?})",
+        f.cluster_monitor_grace_period,
+        f.cluster_status_update_frequency
+    );
+    Ok(crate::failover::Settings {
         decide: crate::failover::step::Settings {
             failure_threshold: f.cluster_failure_threshold,
             success_threshold: f.cluster_success_threshold,
@@ -202,7 +210,7 @@ fn failover(args: &RunArgs) -> crate::failover::Settings {
         monitor_period: f.cluster_monitor_period.max(std::time::Duration::from_secs(1)),
         instance: args.reconcile.instance.clone(),
         namespace: args.namespace.clone(),
-    }
+    })
 }
 
 /// `$XDG_CACHE_HOME/flotilla/repos`, else `~/.cache/flotilla/repos`.

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::controller::{Quiet, Running, commit_and_push, free_port, http, serve};
 use crate::members::{Dedicated, Members};
-use crate::support::{repo, run, run_from_daemon, wait_for, write};
+use crate::support::{commit_all, repo, run, run_from_daemon, wait_for, write};
 
 /// Karmada's documented ClusterTaintPolicy: NoExecute while Ready is not True.
 const TAINT_POLICY: &str = "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata: {name: evict-not-ready}\nspec:\n  addOnConditions: [{conditionType: Ready, operator: NotIn, statusValues: ['True']}]\n  removeOnConditions: [{conditionType: Ready, operator: In, statusValues: ['True']}]\n  taints: [{key: cluster.karmada.io/not-ready, effect: NoExecute}]\n";
@@ -206,7 +206,7 @@ async fn a_pull_member_whose_agent_stops_renewing_goes_unknown_and_its_replicas_
             .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir", cache.path().to_str().unwrap()])
             .args(["--enable-no-execute-taint-eviction", "--eviction-rate", "10"])
             .args(["--cluster-monitor-period", "1s", "--cluster-monitor-grace-period", "5s"])
-            .args(["--cluster-startup-grace-period", "5s"])
+            .args(["--cluster-startup-grace-period", "5s", "--cluster-status-update-frequency", "1s"])
             .quiet(),
     );
     let agent = Running(
@@ -277,4 +277,27 @@ fn render_simulate_failure_lists_what_moves_and_renders_it() {
     let (code, _, err) = run(&["render", path, "--simulate-failure", "member9"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cluster member9 is not declared"), "{err}");
+
+    // A grace period shorter than two probes would flap members to Unknown: refused.
+    let (code, _, err) =
+        run(&["run", "--repo", path, "--kubeconfig", "/dev/null", "--cluster-monitor-grace-period", "5s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--cluster-monitor-grace-period (5s) must be at least twice"), "{err}");
+
+    // A plan of the same commit under member2's failure: exactly what moves.
+    let head = commit_all(dir.path(), "fleet");
+    let (code, out, err) =
+        run(&["diff", path, "--from", &head, "--to", &head, "--simulate-failure", "member2", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let diff: Value = serde_json::from_str(&out).unwrap();
+    let names = |member: &str, what: &str| -> Vec<String> {
+        let entries = diff["clusters"][member][what].as_array().cloned().unwrap_or_default();
+        entries.iter().map(|e| e["name"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(names("member2", "removed"), ["web"], "{diff}");
+    assert_eq!(
+        (names("member1", "changed"), names("member3", "changed")),
+        (vec!["web".to_owned()], vec!["web".to_owned()])
+    );
+    assert!(diff["clusters"]["member2"]["changed"].as_array().is_none_or(Vec::is_empty), "{diff}");
 }
