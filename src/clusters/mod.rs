@@ -197,15 +197,15 @@ async fn observe_one(
 }
 
 /// The cluster's finished share, without the `spec.replicas` its HPAs own.
-async fn share(
+async fn share<'p>(
     client: &kube::Client,
-    plan: &Plan,
+    plan: &'p Plan,
     cluster: &str,
     options: Options<'_>,
-) -> Result<finish::Share, Failure> {
+) -> Result<finish::Share<'p>, Failure> {
     let autoscaled = apply::autoscaled(client).await.map_err(|e| Failure::of(e, true))?;
     let context = finish::Context { instance: options.instance, autoscaled: &autoscaled };
-    finish::finish(plan, cluster, context).map_err(|e| Failure::of(e, false))
+    Ok(finish::finish(plan, cluster, context))
 }
 
 async fn teardown_one(kubeconfig: &Kubeconfig, cluster: &str, options: Options<'_>) -> Result<Report, Failure> {

@@ -1,13 +1,18 @@
 //! The pipeline's last step: one cluster's share of a plan, finished as it is applied.
 //! What only the executor learns arrives as input (which instance applies; which
 //! workloads a HorizontalPodAutoscaler in the member scales); manifests leave complete,
-//! with their digest, and the executor sends them as they are.
+//! with their digest, and the executor sends them as they are. A share is finished one
+//! object at a time ([`Pending::finish`]), as the executor gets to it, so a cluster
+//! never holds all of its manifests at once: the plan already holds everything they are
+//! made of.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::diff::{APPLIED_DIGEST, digest};
+use crate::model::plan::Rendered;
 use crate::model::{ObjectKey, Plan};
 use crate::overrides::OverrideError;
 use crate::render::release_replicas;
@@ -48,12 +53,57 @@ pub struct Finished {
 
 /// A cluster's share: the objects to apply, and those that must not be touched there
 /// (render problems, suspended dispatching), neither applied nor pruned.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Share {
+#[derive(Debug, Clone, Default)]
+pub struct Share<'p> {
     /// To apply, in output order.
-    pub objects: Vec<Finished>,
+    pub objects: Vec<Pending<'p>>,
     /// Left alone.
     pub protected: BTreeSet<ObjectKey>,
+}
+
+impl Share<'_> {
+    /// Every object finished at once (a dry run, a test).
+    pub fn finish_all(&self) -> Result<Vec<Finished>, Box<FinishError>> {
+        self.objects.iter().map(Pending::finish).collect()
+    }
+}
+
+/// One object of a share, not finished yet: its key, and what finishing it takes.
+#[derive(Debug, Clone)]
+pub struct Pending<'p> {
+    /// Identity.
+    pub key: ObjectKey,
+    plan: &'p Plan,
+    rendered: &'p Rendered,
+    context: Arc<Owned>,
+}
+
+/// [`Context`], owned once per share.
+#[derive(Debug)]
+struct Owned {
+    instance: String,
+    autoscaled: BTreeSet<ScaleTarget>,
+}
+
+impl Pending<'_> {
+    /// The complete manifest, with the instance and its digest.
+    pub fn finish(&self) -> Result<Finished, Box<FinishError>> {
+        let key = &self.key;
+        let mut manifest =
+            self.plan.manifest(self.rendered).map_err(|source| Box::new(FinishError { key: key.clone(), source }))?;
+        let target = ScaleTarget {
+            namespace: key.namespace.clone().unwrap_or_default(),
+            kind: key.kind.clone(),
+            name: key.name.clone(),
+        };
+        // Karmada's retain-replicas for a member HPA's target, so the two never fight.
+        if self.context.autoscaled.contains(&target) {
+            release_replicas(&mut manifest);
+        }
+        manifest["metadata"]["annotations"][INSTANCE_ANNOTATION] = self.context.instance.as_str().into();
+        stamp(&mut manifest);
+        Ok(Finished { key: key.clone(), manifest })
+    }
 }
 
 /// An object whose overrides fail.
@@ -67,31 +117,19 @@ pub struct FinishError {
     pub source: OverrideError,
 }
 
-/// Finishes `cluster`'s share of `plan`.
-pub fn finish(plan: &Plan, cluster: &str, context: Context<'_>) -> Result<Share, Box<FinishError>> {
-    let mut share = Share { protected: plan.problem_objects().cloned().collect(), ..Default::default() };
+/// `cluster`'s share of `plan`, each object to be finished when it is applied.
+pub fn finish<'p>(plan: &'p Plan, cluster: &str, context: Context<'_>) -> Share<'p> {
+    let owned = Arc::new(Owned { instance: context.instance.to_owned(), autoscaled: context.autoscaled.clone() });
+    let mut share = Share { protected: plan.problem_objects().cloned().collect(), objects: Vec::new() };
     for rendered in plan.clusters.get(cluster).into_iter().flatten() {
         let key = plan.loaded.templates[rendered.template].key.clone();
         if rendered.suspended {
             share.protected.insert(key);
             continue;
         }
-        let mut manifest =
-            plan.manifest(rendered).map_err(|source| Box::new(FinishError { key: key.clone(), source }))?;
-        let target = ScaleTarget {
-            namespace: key.namespace.clone().unwrap_or_default(),
-            kind: key.kind.clone(),
-            name: key.name.clone(),
-        };
-        // Karmada's retain-replicas for a member HPA's target, so the two never fight.
-        if context.autoscaled.contains(&target) {
-            release_replicas(&mut manifest);
-        }
-        manifest["metadata"]["annotations"][INSTANCE_ANNOTATION] = context.instance.into();
-        stamp(&mut manifest);
-        share.objects.push(Finished { key, manifest });
+        share.objects.push(Pending { key, plan, rendered, context: owned.clone() });
     }
-    Ok(share)
+    share
 }
 
 /// Records the manifest's digest in it (computed without the digest itself).
@@ -138,15 +176,15 @@ spec: {syncMode: Push}
         crate::plan(&files, &ClusterState::default(), &Limits::default()).unwrap()
     }
 
-    fn web(share: &Share) -> &Value {
-        &share.objects.iter().find(|o| o.key.name == "web").unwrap().manifest
+    fn web(share: &Share) -> Value {
+        share.objects.iter().find(|o| o.key.name == "web").unwrap().finish().unwrap().manifest
     }
 
     #[test]
     fn manifests_leave_with_the_instance_and_a_digest_of_everything_else() {
         let plan = plan();
         let none = BTreeSet::new();
-        let share = finish(&plan, "member1", Context { instance: "prod", autoscaled: &none }).unwrap();
+        let share = finish(&plan, "member1", Context { instance: "prod", autoscaled: &none });
         let manifest = web(&share);
         assert_eq!(manifest["metadata"]["annotations"][INSTANCE_ANNOTATION], "prod");
         assert_eq!(manifest["spec"]["replicas"], 4);
@@ -154,12 +192,12 @@ spec: {syncMode: Push}
         without["metadata"]["annotations"].as_object_mut().unwrap().remove(APPLIED_DIGEST);
         assert_eq!(manifest["metadata"]["annotations"][APPLIED_DIGEST], digest(&without));
         // Another instance is another digest: the apply sees the change.
-        let other = finish(&plan, "member1", Context { instance: "staging", autoscaled: &none }).unwrap();
+        let other = finish(&plan, "member1", Context { instance: "staging", autoscaled: &none });
         assert_ne!(
             web(&other)["metadata"]["annotations"][APPLIED_DIGEST],
             manifest["metadata"]["annotations"][APPLIED_DIGEST]
         );
-        assert!(finish(&plan, "member2", Context { instance: "prod", autoscaled: &none }).unwrap().objects.is_empty());
+        assert!(finish(&plan, "member2", Context { instance: "prod", autoscaled: &none }).objects.is_empty());
     }
 
     #[test]
@@ -168,8 +206,8 @@ spec: {syncMode: Push}
         let none = BTreeSet::new();
         let scaled =
             BTreeSet::from([ScaleTarget { namespace: "shop".into(), kind: "Deployment".into(), name: "web".into() }]);
-        let owned = finish(&plan, "member1", Context { instance: "prod", autoscaled: &none }).unwrap();
-        let released = finish(&plan, "member1", Context { instance: "prod", autoscaled: &scaled }).unwrap();
+        let owned = finish(&plan, "member1", Context { instance: "prod", autoscaled: &none });
+        let released = finish(&plan, "member1", Context { instance: "prod", autoscaled: &scaled });
         assert!(web(&released)["spec"].get("replicas").is_none());
         assert_ne!(
             web(&released)["metadata"]["annotations"][APPLIED_DIGEST],
@@ -178,7 +216,7 @@ spec: {syncMode: Push}
         // Another namespace's HPA of the same name is not this workload's.
         let elsewhere =
             BTreeSet::from([ScaleTarget { namespace: "other".into(), kind: "Deployment".into(), name: "web".into() }]);
-        let kept = finish(&plan, "member1", Context { instance: "prod", autoscaled: &elsewhere }).unwrap();
+        let kept = finish(&plan, "member1", Context { instance: "prod", autoscaled: &elsewhere });
         assert_eq!(web(&kept)["spec"]["replicas"], 4);
     }
 }

@@ -8,7 +8,7 @@
 //!     ──place─▶ Assignments (cluster → replicas, or why none)   ◀── ClusterState
 //!     ──render─▶ Plan {cluster → manifests (overrides applied), problems}
 //!     ──restrict─▶ Plan without what the instance's scope forbids   ◀── Project
-//!     ──finish─▶ Share {objects complete with instance and digest, protected}
+//!     ──finish─▶ Share {objects finished one at a time, complete with instance and digest; protected}
 //!                 ◀── Context (instance, workloads a member HPA scales)
 //! ```
 //!

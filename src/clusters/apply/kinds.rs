@@ -90,6 +90,20 @@ pub async fn observe(
     kinds: &mut Kinds<'_>,
     keys: impl IntoIterator<Item = &ObjectKey>,
 ) -> Result<(BTreeMap<ObjectKey, Value>, Vec<(ObjectKey, String)>), ReconcileError> {
+    observe_into(client, kinds, keys, |_, value| Some(value)).await
+}
+
+/// Objects per page of a LIST: a member's answer is held one page at a time.
+const PAGE: u32 = 500;
+
+/// [`observe`], keeping of each listed object only what `keep` makes of it (`None`:
+/// nothing), page by page, so what is held is what the caller keeps.
+pub async fn observe_into<T>(
+    client: &Client,
+    kinds: &mut Kinds<'_>,
+    keys: impl IntoIterator<Item = &ObjectKey>,
+    mut keep: impl FnMut(&ObjectKey, Value) -> Option<T>,
+) -> Result<(BTreeMap<ObjectKey, T>, Vec<(ObjectKey, String)>), ReconcileError> {
     let mut live = BTreeMap::new();
     let mut unserved = Vec::new();
     let mut listed = BTreeSet::new();
@@ -105,20 +119,29 @@ pub async fn observe(
             continue;
         }
         let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let params = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
-        let items = all.list(&params).await.map_err(|e| ReconcileError::Discovery(key.kind.clone(), e))?;
-        for item in items {
-            let found = ObjectKey {
-                api_version: key.api_version.clone(),
-                kind: key.kind.clone(),
-                namespace: item.metadata.namespace.clone(),
-                name: item.metadata.name.clone().unwrap_or_default(),
-            };
-            // List items carry no apiVersion and kind of their own.
-            let mut value = serde_json::to_value(item).expect("objects serialise");
-            value["apiVersion"] = found.api_version.clone().into();
-            value["kind"] = found.kind.clone().into();
-            live.insert(found, value);
+        let mut params = ListParams::default().labels(&format!("{MANAGED_LABEL}=true")).limit(PAGE);
+        loop {
+            let page = all.list(&params).await.map_err(|e| ReconcileError::Discovery(key.kind.clone(), e))?;
+            let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
+            for item in page {
+                let found = ObjectKey {
+                    api_version: key.api_version.clone(),
+                    kind: key.kind.clone(),
+                    namespace: item.metadata.namespace.clone(),
+                    name: item.metadata.name.clone().unwrap_or_default(),
+                };
+                // List items carry no apiVersion and kind of their own.
+                let mut value = serde_json::to_value(item).expect("objects serialise");
+                value["apiVersion"] = found.api_version.clone().into();
+                value["kind"] = found.kind.clone().into();
+                if let Some(kept) = keep(&found, value) {
+                    live.insert(found, kept);
+                }
+            }
+            match next {
+                Some(token) => params.continue_token = Some(token),
+                None => break,
+            }
         }
     }
     Ok((live, unserved))

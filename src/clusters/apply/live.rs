@@ -30,7 +30,11 @@ pub struct LivePlan {
 }
 
 /// Observes `share` in the member: reads only, and dry runs.
-pub async fn observe_share(client: &Client, share: Share, settings: &Settings<'_>) -> Result<LivePlan, ReconcileError> {
+pub async fn observe_share(
+    client: &Client,
+    share: Share<'_>,
+    settings: &Settings<'_>,
+) -> Result<LivePlan, ReconcileError> {
     let previous = inventory::read(client, settings.instance).await?;
     check_source(previous.source.as_ref(), settings.source, settings.adopt)?;
     let desired: BTreeSet<ObjectKey> = share.objects.iter().map(|d| d.key.clone()).collect();
@@ -42,7 +46,7 @@ pub async fn observe_share(client: &Client, share: Share, settings: &Settings<'_
     // Resolve every kind first (one discovery each), then read every object.
     let mut kinds = Kinds::new(client, &settings.acting);
     let mut work = Vec::new();
-    for d in share.objects {
+    for d in share.finish_all()? {
         let api = kinds.resolve(&d.key).await.map(|(ar, scope)| kinds.api(&ar, &scope, d.key.namespace.as_deref()));
         work.push((d, api.map_err(|e| e.to_string())));
     }

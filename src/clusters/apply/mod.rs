@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use flotilla_core::diff::{self, Change, PruneBudget};
-use flotilla_core::finish::{Finished, ScaleTarget, Share};
+use flotilla_core::finish::{Pending, ScaleTarget, Share};
 use flotilla_core::inventory::{Inventory, OtherSource, Source, check_source};
 use flotilla_core::model::ObjectKey;
 use flotilla_core::ownership;
@@ -78,6 +78,9 @@ pub enum ReconcileError {
     /// This instance lost its lease mid-reconcile and wrote nothing more.
     #[error("stopped writing: this instance no longer holds the lease")]
     Fenced,
+    /// A manifest could not be finished (its overrides fail).
+    #[error(transparent)]
+    Finish(#[from] Box<flotilla_core::finish::FinishError>),
 }
 
 impl Settings<'_> {
@@ -112,13 +115,14 @@ pub struct Settings<'a> {
     pub acting: Client,
 }
 
-/// Reconciles one cluster to its finished `share` at `revision`, sending each manifest
-/// as the core finished it. Protected objects (problems, suspended dispatching) are
-/// neither applied nor pruned.
+/// Reconciles one cluster to its `share` at `revision`, sending each manifest as the
+/// core finishes it: an object is finished when its turn to be applied comes, and
+/// dropped once sent, so at most `concurrency` manifests of a cluster are held at once.
+/// Protected objects (problems, suspended dispatching) are neither applied nor pruned.
 pub async fn reconcile(
     client: &Client,
     revision: &str,
-    share: Share,
+    share: Share<'_>,
     settings: Settings<'_>,
 ) -> Result<Report, ReconcileError> {
     let mut report = Report::default();
@@ -154,9 +158,9 @@ pub async fn reconcile(
     }
     let mut kinds = Kinds::new(client, &settings.acting);
     for rank in 0..=2 {
-        let batch: Vec<Finished> = desired.iter().filter(|d| diff::apply_rank(&d.key) == rank).cloned().collect();
+        let batch: Vec<&Pending<'_>> = desired.iter().filter(|d| diff::apply_rank(&d.key) == rank).collect();
         settings.fence()?;
-        apply_batch(client, &mut kinds, batch, &settings, &mut report).await?;
+        apply_batch(client, &mut kinds, &batch, &settings, &mut report).await?;
         if rank == 1 {
             wait_established(client, &desired_keys).await;
             kinds.forget_failures();
@@ -245,15 +249,19 @@ pub async fn autoscaled(client: &Client) -> Result<BTreeSet<ScaleTarget>, Reconc
         .collect())
 }
 
-/// Applies one rank of objects against their observed state.
+/// Applies one rank of objects against their observed state. The live objects are kept
+/// as JSON text (a fraction of a parsed tree's size) and parsed one at a time, when
+/// their object is applied.
 async fn apply_batch(
     client: &Client,
     kinds: &mut Kinds<'_>,
-    batch: Vec<Finished>,
+    batch: &[&Pending<'_>],
     settings: &Settings<'_>,
     report: &mut Report,
 ) -> Result<(), ReconcileError> {
-    let (mut live, unserved) = observe(client, kinds, batch.iter().map(|d| &d.key)).await?;
+    let wanted: BTreeSet<&ObjectKey> = batch.iter().map(|d| &d.key).collect();
+    let keep = |key: &ObjectKey, value: Value| wanted.contains(key).then(|| value.to_string());
+    let (mut live, unserved) = kinds::observe_into(client, kinds, batch.iter().map(|d| &d.key), keep).await?;
     let tick = || {
         if let Some(bar) = &settings.progress {
             bar.inc(1);
@@ -262,17 +270,17 @@ async fn apply_batch(
     let unserved_keys: BTreeSet<ObjectKey> = unserved.iter().map(|(k, _)| k.clone()).collect();
     report.failed.extend(unserved);
     let mut work = Vec::new();
-    for d in batch.into_iter().filter(|d| !unserved_keys.contains(&d.key)) {
+    for d in batch.iter().filter(|d| !unserved_keys.contains(&d.key)) {
         let (ar, scope) = kinds.resolve(&d.key).await.expect("resolved while observing");
         let api = kinds.api(&ar, &scope, d.key.namespace.as_deref());
         let current = live.remove(&d.key).map_or(Current::Unknown, Current::Live);
-        work.push((api, d, current));
+        work.push((api, *d, current));
     }
     settle_unmanaged(kinds, &mut work).await;
     let results: Vec<(ObjectKey, Result<Option<Change>, String>)> = stream::iter(work)
         .map(|(api, d, current)| async move {
-            let outcome = apply_one(&api, &d, current, settings.instance).await;
-            (d.key, outcome)
+            let outcome = apply_one(&api, d, current, settings.instance).await;
+            (d.key.clone(), outcome)
         })
         .buffer_unordered(settings.concurrency.max(1))
         .inspect(|_| tick())
@@ -295,8 +303,9 @@ async fn apply_batch(
 
 /// What is known of an object before applying it.
 enum Current {
-    /// The live object (flotilla's, or found by listing; the conflict check decides).
-    Live(Value),
+    /// The live object as JSON text (flotilla's, or found by listing; the conflict
+    /// check decides).
+    Live(String),
     /// Known not to exist.
     Absent,
     /// Not among the managed objects; whether it exists is still to be asked.
@@ -306,7 +315,7 @@ enum Current {
 /// Objects that are not among the managed ones: where many share a kind and namespace,
 /// one unfiltered LIST there settles them all (instead of one GET each), and anything
 /// found that flotilla did not create is returned as such for the conflict check.
-async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, Finished, Current)]) {
+async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, &Pending<'_>, Current)]) {
     let mut groups: BTreeMap<(String, String, Option<String>), Vec<usize>> = BTreeMap::new();
     for (i, (_, d, current)) in work.iter().enumerate() {
         if matches!(current, Current::Unknown) {
@@ -318,9 +327,11 @@ async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, Fi
         let Ok(list) = kinds.api(&ar, &scope, namespace.as_deref()).list(&ListParams::default()).await else {
             continue;
         };
-        let existing: BTreeMap<String, Value> = list
+        let existing: BTreeMap<String, String> = list
             .into_iter()
-            .map(|o| (o.metadata.name.clone().unwrap_or_default(), serde_json::to_value(o).expect("objects serialise")))
+            .map(|o| {
+                (o.metadata.name.clone().unwrap_or_default(), serde_json::to_string(&o).expect("objects serialise"))
+            })
             .collect();
         for i in members {
             work[i].2 = match existing.get(&work[i].1.key.name) {
@@ -336,12 +347,13 @@ async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, Fi
 /// one another instance manages is never taken over.
 async fn apply_one(
     api: &Api<DynamicObject>,
-    desired: &Finished,
+    pending: &Pending<'_>,
     current: Current,
     instance: &str,
 ) -> Result<Option<Change>, String> {
+    let desired = pending.finish().map_err(|e| e.to_string())?;
     let live = match current {
-        Current::Live(live) => Some(live),
+        Current::Live(text) => Some(serde_json::from_str(&text).map_err(|e| format!("read failed: {e}"))?),
         Current::Absent => None,
         Current::Unknown => {
             let existing = api.get_opt(&desired.key.name).await.map_err(|e| format!("read failed: {e}"))?;

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The controller's memory at scale, members reachable: `flotilla run` follows a
+# generated repo (default M: 5,000 templates over 20 clusters) applied to as many real
+# members (hack/local-up.sh), with a commit that changes one ConfigMap every
+# COMMIT_EVERY seconds (default 30), for SECONDS (default 1800). Every 5 s it samples the
+# process's VmRSS, RssAnon and VmHWM (the peak), and prints a line per minute and a
+# summary: steady = the median RSS after the first full apply, peak = VmHWM.
+#
+# Usage: hack/bench-controller-memory.sh [SIZE] [SECONDS]
+#   FLOTILLA_BIN         the binary (default: cargo build --release)
+#   MEMBERS_KUBECONFIG   members already up and empty (contexts member1..memberN; each run
+#                        applies a new repo path, which an earlier run's inventories refuse),
+#                        else fresh members are started here
+set -euo pipefail
+cd "$(dirname "$0")/.."
+size=${1:-M}
+seconds=${2:-1800}
+every=${COMMIT_EVERY:-30}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/target}
+work=$(mktemp -d)
+trap 'kill "${pid:-}" 2>/dev/null || true; [ -n "${started:-}" ] && FLOTILLA_CLUSTERS_DIR=$work/clusters hack/local-down.sh >/dev/null 2>&1; rm -rf "$work"' EXIT
+cargo build --release -q -p flotilla-core --example generate-repo
+bin=${FLOTILLA_BIN:-}
+if [ -z "$bin" ]; then cargo build --release -q; bin=$CARGO_TARGET_DIR/release/flotilla; fi
+"$CARGO_TARGET_DIR/release/examples/generate-repo" "$size" "$work/repo"
+clusters=$(grep -l "kind: Cluster" -r "$work/repo" | xargs grep -h "^  name: c" | wc -l)
+members=${MEMBERS_KUBECONFIG:-}
+if [ -z "$members" ]; then
+  started=1
+  FLOTILLA_CLUSTERS_DIR=$work/clusters KUBECONFIG_OUT=$work/members.config hack/local-up.sh "$clusters" >&2
+  members=$work/members.config
+fi
+# The generated clusters are c0..c(N-1); the members' contexts member1..memberN.
+python3 - "$members" "$work/kubeconfig" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+open(sys.argv[2], "w").write(re.sub(r"\bmember(\d+)\b", lambda m: "c%d" % (int(m.group(1)) - 1), text))
+PY
+git -C "$work/repo" init -q -b main
+git -C "$work/repo" add -A
+git -C "$work/repo" -c user.name=bench -c user.email=bench@example.invalid commit -qm "$size"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+MALLOC_ARENA_MAX=2 RUST_LOG=warn "$bin" run --repo "$work/repo" --kubeconfig "$work/kubeconfig" --instance memory \
+  --listen "127.0.0.1:$port" --interval 5 --resync 5m --cache-dir "$work/cache" 2>"$work/log" &
+pid=$!
+applied() { curl -sf "http://127.0.0.1:$port/status" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("applied") or "")' 2>/dev/null || true; }
+kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
+start=$(date +%s); first=""; last_commit=$start; n=0
+: >"$work/samples"
+while [ $(( $(date +%s) - start )) -lt "$seconds" ]; do
+  kill -0 "$pid" 2>/dev/null || { echo "the controller died:" >&2; tail -20 "$work/log" >&2; exit 1; }
+  now=$(date +%s)
+  if [ -z "$first" ] && [ -n "$(applied)" ]; then first=$(( now - start )); echo "first full apply after ${first}s" >&2; fi
+  if [ -n "$first" ] && [ $(( now - last_commit )) -ge "$every" ]; then
+    n=$((n + 1)); last_commit=$now
+    sed -i "s/^  owner: .*/  owner: bench-$n/" "$(grep -rl 'kind: ConfigMap' "$work/repo/apps" | head -1)"
+    git -C "$work/repo" -c user.name=bench -c user.email=bench@example.invalid commit -qam "change $n"
+  fi
+  echo "$(( now - start )) $(kib VmRSS) $(kib RssAnon) $(kib VmHWM) ${first:+after}" >>"$work/samples"
+  if [ $(( (now - start) % 60 )) -lt 5 ]; then tail -1 "$work/samples" | awk '{ printf "t=%ss rss=%.0f MiB anon=%.0f MiB peak=%.0f MiB\n", $1, $2/1024, $3/1024, $4/1024 }' >&2; fi
+  sleep 5
+done
+awk '$5 == "after" { print $2 }' "$work/samples" | sort -n | awk '{ a[NR] = $1 } END { if (NR) printf "steady RSS (median after the first apply): %.1f MiB over %d samples\n", a[int((NR+1)/2)]/1024, NR }'
+tail -1 "$work/samples" | awk '{ printf "peak RSS (VmHWM): %.1f MiB\n", $4/1024 }'
+echo "commits made during the run: $n; errors logged: $(grep -c ERROR "$work/log" || true)"
+grep ERROR "$work/log" | sed 's/\x1b\[[0-9;]*m//g' | cut -c1-300 | sort | uniq -c | head -5
