@@ -62,6 +62,9 @@ pub fn read(path: &Path) -> Result<Kubeconfig, ConnectError> {
 #[derive(Default)]
 pub struct Pool {
     made: Mutex<HashMap<String, ([u8; 32], Client)>>,
+    /// Held while a client is built, so loops that ask for the same member at once
+    /// (the reconcile loop and the failover probe, at start) build it once.
+    building: tokio::sync::Mutex<()>,
     /// Clients built; the controller exports it as `flotilla_member_clients_built_total`.
     built: prometheus_client::metrics::counter::Counter,
 }
@@ -88,10 +91,16 @@ impl Pool {
             Some(user) => format!("{cluster} as {user}"),
             None => cluster.to_owned(),
         };
-        if let Some((seen, client)) = self.made.lock().expect("client pool lock").get(&slot)
-            && *seen == entry
-        {
-            return Ok(client.clone());
+        let kept = || {
+            let made = self.made.lock().expect("client pool lock");
+            made.get(&slot).filter(|(seen, _)| *seen == entry).map(|(_, client)| client.clone())
+        };
+        if let Some(client) = kept() {
+            return Ok(client);
+        }
+        let _building = self.building.lock().await;
+        if let Some(client) = kept() {
+            return Ok(client);
         }
         let made = client(kubeconfig, cluster, trust, timeout, acting_as).await?;
         self.built.inc();
@@ -113,7 +122,7 @@ impl Pool {
 
     /// An empty pool that counts the clients it builds in `built` (a metric).
     pub fn counting(built: prometheus_client::metrics::counter::Counter) -> Self {
-        Pool { made: Mutex::default(), built }
+        Pool { made: Mutex::default(), building: tokio::sync::Mutex::default(), built }
     }
 
     /// Clients built so far.
@@ -377,6 +386,22 @@ mod tests {
         assert_eq!(pool.len(), 1);
         pool.client(&moved, "b", trust, timeout, None).await.expect("a client");
         assert_eq!(pool.built(), 6);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn loops_asking_for_the_same_member_at_once_build_one_client() {
+        let pool = std::sync::Arc::new(Pool::default());
+        let kc = std::sync::Arc::new(kubeconfig("https://127.0.0.1:1", "one"));
+        let asks = (0..16).map(|_| {
+            let (pool, kc) = (pool.clone(), kc.clone());
+            tokio::spawn(
+                async move { pool.client(&kc, "a", Trust::default(), Duration::from_secs(5), None).await.is_ok() },
+            )
+        });
+        for ask in asks.collect::<Vec<_>>() {
+            assert!(ask.await.unwrap());
+        }
+        assert_eq!(pool.built(), 1, "sixteen concurrent asks, one client");
     }
 
     #[test]
