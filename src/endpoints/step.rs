@@ -151,12 +151,7 @@ impl State {
         let mut actions = Vec::new();
         let now = match event {
             Event::Leading(leading, now) => {
-                self.leading = leading;
-                // A new leader starts from the members' state: everything is listed again.
-                self.members.clear();
-                self.conditions.clear();
-                self.asked.clear();
-                self.surveyed = false;
+                self.lead(leading);
                 if !leading {
                     return vec![Action::Watch(BTreeSet::new())];
                 }
@@ -195,9 +190,24 @@ impl State {
                 now
             }
         };
-        if !self.leading {
-            return actions;
+        if self.leading {
+            self.follow_up(now, &mut actions);
         }
+        actions
+    }
+
+    /// A new leader starts from the members' state: everything is listed again.
+    fn lead(&mut self, leading: bool) {
+        self.leading = leading;
+        self.members.clear();
+        self.conditions.clear();
+        self.asked.clear();
+        self.surveyed = false;
+    }
+
+    /// After any event, while leading: the watched members, conflicts, and the writes
+    /// that bring the consumers to what the providers hold.
+    fn follow_up(&mut self, now: Instant, actions: &mut Vec<Action>) {
         if let Some(watch) = self.watch_set() {
             for cluster in &watch {
                 self.members.entry(cluster.clone()).or_insert_with(|| Member::new(now));
@@ -205,9 +215,8 @@ impl State {
             self.members.retain(|c, _| watch.contains(c));
             actions.push(Action::Watch(watch));
         }
-        self.conflicts(&mut actions);
-        self.reconcile(now, &mut actions);
-        actions
+        self.conflicts(actions);
+        self.reconcile(now, actions);
     }
 
     fn rendered(&mut self, services: Vec<Exported>, clusters: BTreeSet<String>, now: Instant, out: &mut Vec<Action>) {

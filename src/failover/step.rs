@@ -218,6 +218,8 @@ pub struct State {
     last_tick: Option<Millis>,
     published: Option<ClusterState>,
     saved: Option<Memory>,
+    /// The Probe and Observe actions last given, so a tick repeats none.
+    watching: Vec<Action>,
 }
 
 impl State {
@@ -237,6 +239,7 @@ impl State {
             last_tick: None,
             published: None,
             saved: None,
+            watching: Vec::new(),
         }
     }
 
@@ -254,6 +257,7 @@ impl State {
                 self.started = now;
                 self.probes.clear();
                 self.published = None;
+                self.watching.clear();
                 if leading { vec![Action::Load] } else { Vec::new() }
             }
             Event::Loaded(memory) => {
@@ -261,7 +265,7 @@ impl State {
                 self.memory = memory.unwrap_or_default();
                 self.saved = Some(self.memory.clone());
                 let mut actions = self.publish();
-                actions.extend(self.watch_list());
+                actions.extend(self.watching());
                 actions
             }
             Event::Rendered(plan) => {
@@ -270,7 +274,7 @@ impl State {
                     return Vec::new();
                 }
                 self.retire();
-                let mut actions = self.watch_list();
+                let mut actions = self.watching();
                 actions.extend(self.publish());
                 actions.extend(self.save());
                 actions
@@ -303,10 +307,20 @@ impl State {
         let mut actions = self.update_health(&plan, now);
         actions.extend(self.evict(&plan, now));
         self.finish_tasks(&plan, now);
-        actions.extend(self.watch_list());
+        actions.extend(self.watching());
         actions.extend(self.publish());
         actions.extend(self.save());
         actions
+    }
+
+    /// The Probe and Observe actions, when they differ from those last given.
+    fn watching(&mut self) -> Vec<Action> {
+        let now = self.watch_list();
+        if now == self.watching {
+            return Vec::new();
+        }
+        self.watching = now.clone();
+        now
     }
 
     fn burst(&self) -> f64 {

@@ -76,11 +76,12 @@ impl Reconciler {
     fn unready(&self) -> BTreeSet<String> {
         let Some(overlay) = &self.overlay else { return BTreeSet::new() };
         let overlay = overlay.borrow();
-        let health = |t: &flotilla_core::model::policy::Taint| {
-            t.effect == "NoSchedule"
-                && [flotilla_core::failover::NOT_READY, flotilla_core::failover::UNREACHABLE].contains(&t.key.as_str())
-        };
-        overlay.taints.iter().filter(|(_, taints)| taints.iter().any(health)).map(|(c, _)| c.clone()).collect()
+        overlay
+            .taints
+            .iter()
+            .filter(|(_, taints)| taints.iter().any(flotilla_core::failover::is_health_taint))
+            .map(|(c, _)| c.clone())
+            .collect()
     }
 
     /// Renders `revision` completely; a failure is reported and leaves what is applied

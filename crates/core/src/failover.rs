@@ -54,6 +54,11 @@ pub fn health_taint(ready: Readiness) -> Option<Taint> {
     Some(Taint { key: key.into(), value: String::new(), effect: "NoSchedule".into(), time_added: None })
 }
 
+/// Whether `taint` is one of Karmada's health taints (a member that is not Ready).
+pub fn is_health_taint(taint: &Taint) -> bool {
+    taint.effect == "NoSchedule" && (taint.key == NOT_READY || taint.key == UNREACHABLE)
+}
+
 /// The taints the repo's ClusterTaintPolicies hold on `cluster` with these conditions,
 /// starting from those they held before (`held`): a policy whose `addOnConditions` all
 /// match adds its taints; one whose `removeOnConditions` all match removes them; with

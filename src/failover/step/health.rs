@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use flotilla_core::failover::{NOT_READY, Readiness, UNREACHABLE, health_taint, policy_taints};
+use flotilla_core::failover::{Readiness, health_taint, is_health_taint, policy_taints};
 use flotilla_core::model::policy::Taint;
 use flotilla_core::model::{Cluster, Plan, SyncMode};
 
@@ -37,10 +37,6 @@ impl Probes {
 
 pub(super) fn ms(d: Duration) -> Millis {
     d.as_millis().try_into().unwrap_or(Millis::MAX)
-}
-
-fn is_health_taint(t: &Taint) -> bool {
-    t.effect == "NoSchedule" && (t.key == NOT_READY || t.key == UNREACHABLE)
 }
 
 impl State {

@@ -263,19 +263,8 @@ pub fn decide(spec: &FederatedHpaSpec, observed: &Observed<'_>, history: &mut Hi
     }
     let calibration = observed.member_replicas as f64 / current as f64;
     let metrics = if spec.metrics.is_empty() { default_metrics() } else { spec.metrics.clone() };
-    let (mut best, mut driver, mut invalid) = (None::<i64>, None, Vec::new());
-    for metric in &metrics {
-        match compute(metric, observed, calibration, timing) {
-            Ok((replicas, value)) => {
-                if best.is_none_or(|b| replicas > b) {
-                    best = Some(replicas);
-                    driver = Some(describe(&value, metric));
-                }
-                decision.metrics.push(value);
-            }
-            Err(message) => invalid.push(message),
-        }
-    }
+    let Recommended { best, driver, invalid } =
+        recommend(&metrics, (observed, calibration, timing), &mut decision.metrics);
     let Some(recommended) = best.filter(|b| invalid.is_empty() || *b >= current) else {
         let reason = if best.is_none() { "FailedGetResourceMetric" } else { "InvalidMetricSourceType" };
         decision.conditions.push(inactive(reason, format!("not scaling: {}", invalid.join("; "))));
@@ -303,6 +292,36 @@ pub fn decide(spec: &FederatedHpaSpec, observed: &Observed<'_>, history: &mut Hi
         decision.reason = driver;
     }
     decision
+}
+
+/// The largest recommendation over the metrics, what drove it, and the metrics that
+/// gave none.
+struct Recommended {
+    best: Option<i64>,
+    driver: Option<String>,
+    invalid: Vec<String>,
+}
+
+/// Computes every metric's recommendation, recording each value read in `values`.
+fn recommend(
+    metrics: &[MetricSpec],
+    (observed, calibration, timing): (&Observed<'_>, f64, &Timing),
+    values: &mut Vec<MetricValue>,
+) -> Recommended {
+    let mut out = Recommended { best: None, driver: None, invalid: Vec::new() };
+    for metric in metrics {
+        match compute(metric, observed, calibration, timing) {
+            Ok((replicas, value)) => {
+                if out.best.is_none_or(|b| replicas > b) {
+                    out.best = Some(replicas);
+                    out.driver = Some(describe(&value, metric));
+                }
+                values.push(value);
+            }
+            Err(message) => out.invalid.push(message),
+        }
+    }
+    out
 }
 
 /// Records that `decision` was written (its scale event feeds later rate limits).
