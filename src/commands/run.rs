@@ -36,7 +36,10 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
     // One writer of replica counts: the push controller (Karmada runs FederatedHPA in the
     // control plane, not in its agents).
     let autoscale = match args.agent {
-        Some(_) => None,
+        Some(_) => {
+            tracing::info!("pull-mode agent: applying this member only; autoscaling is left to the push controller");
+            None
+        }
         None => Some(autoscale(&args)?),
     };
     let previews = previews(&args)?;
@@ -51,11 +54,7 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         probe_interval: std::time::Duration::from_secs(2),
     });
     let failover = args.agent.is_none().then(|| failover(&args)).transpose()?;
-    let heartbeat = args.failover.heartbeat_kubeconfig.clone().map(|path| controller::Heartbeat {
-        host: (path, args.failover.heartbeat_context.clone()),
-        cluster: args.agent.clone().expect("clap requires --agent with --heartbeat-kubeconfig"),
-        every: args.failover.heartbeat_interval,
-    });
+    let heartbeat = heartbeat(&args);
     Ok(Config {
         failover,
         heartbeat,
@@ -181,6 +180,16 @@ fn autoscale(args: &RunArgs) -> anyhow::Result<autoscaler::Settings> {
             downscale_window: args.downscale_stabilization,
             ..Default::default()
         },
+    })
+}
+
+/// A pull-mode agent's heartbeat Lease, when it reports to a push controller.
+fn heartbeat(args: &RunArgs) -> Option<controller::Heartbeat> {
+    let path = args.failover.heartbeat_kubeconfig.clone()?;
+    Some(controller::Heartbeat {
+        host: (path, args.failover.heartbeat_context.clone()),
+        cluster: args.agent.clone().expect("clap requires --agent with --heartbeat-kubeconfig"),
+        every: args.failover.heartbeat_interval,
     })
 }
 

@@ -109,9 +109,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let loop_ = autoscaler_loop(&config, settings, &parts, &git, &parse_cache, triggers, leadership.fence());
         tokio::spawn(loop_.run(plans.clone(), leadership.subscribe(), stop.clone()))
     });
-    if autoscaler.is_none() {
-        info!("pull-mode agent: applying this member only; autoscaling is left to the push controller");
-    }
     let endpoints = members::endpoints_loop(&config, &parts, &leadership, &plans, &stop);
     let heartbeat = members::heartbeat(&config, &stop);
     let previews = config.previews.map(|follow| {
