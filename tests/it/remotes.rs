@@ -161,8 +161,9 @@ async fn an_ssh_remote_with_a_key_and_known_hosts() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     })
     .await;
-    let known = |key: &str| {
-        let path = dir.path().join(format!("known-{}", &key[key.len() - 12..].trim()));
+    // Named by the caller: a key's own text may hold a `/`.
+    let known = |name: &str, key: &str| {
+        let path = dir.path().join(format!("known-{name}"));
         let mut fields = key.split_whitespace();
         std::fs::write(&path, format!("[127.0.0.1]:{port} {} {}\n", fields.next().unwrap(), fields.next().unwrap()))
             .unwrap();
@@ -173,7 +174,7 @@ async fn an_ssh_remote_with_a_key_and_known_hosts() {
 
     let good_log = dir.path().join("good.log");
     // Hashed, as `HashKnownHosts yes` and `ssh-keyscan -H` write it.
-    let known_good = known(&host_key);
+    let known_good = known("good", &host_key);
     run(Command::new("ssh-keygen").args(["-q", "-H", "-f", &known_good]));
     assert!(std::fs::read_to_string(&known_good).unwrap().starts_with("|1|"), "hashed");
     let args = ["--git-ssh-key-file", &key_file, "--git-known-hosts-file", &known_good];
@@ -184,7 +185,7 @@ async fn an_ssh_remote_with_a_key_and_known_hosts() {
 
     // A server whose key is not the one in known_hosts is refused.
     let impostor_log = dir.path().join("impostor.log");
-    let args = ["--git-ssh-key-file", &key_file, "--git-known-hosts-file", &known(&other_host_key)];
+    let args = ["--git-ssh-key-file", &key_file, "--git-known-hosts-file", &known("other", &other_host_key)];
     let (_impostor, impostor_port) = controller(&url, &args, &[], &impostor_log);
     fetch_fails(impostor_port).await;
     let text = std::fs::read_to_string(&impostor_log).unwrap();
