@@ -127,7 +127,9 @@ pub struct Round<'a> {
 fn current_replicas(sync: &Round<'_>, key: &ObjectKey) -> Option<i64> {
     let template = sync.plan.loaded.template(key)?;
     let state = sync.overrides.get(&key.spelled()).copied();
-    Some(state.unwrap_or_else(|| template.object.pointer("/spec/replicas").and_then(|v| v.as_i64()).unwrap_or(1)))
+    Some(state.unwrap_or_else(|| {
+        template.object().pointer("/spec/replicas").and_then(serde_json::Value::as_i64).unwrap_or(1)
+    }))
 }
 
 /// Evaluates every autoscaler; returns the edits to write.

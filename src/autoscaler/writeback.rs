@@ -57,8 +57,7 @@ fn value(loaded: &Loaded, edit: &Edit) -> Option<i64> {
     match &edit.target {
         Target::Template(key) => loaded
             .template(key)
-            .and_then(|t| t.object.pointer(&format!("/spec/{}", edit.field)))
-            .and_then(Value::as_i64),
+            .and_then(|t| t.object().pointer(&format!("/spec/{}", edit.field)).and_then(Value::as_i64)),
         Target::FederatedHpa { namespace, name } => {
             let hpa =
                 loaded.federated_hpas.iter().find(|h| h.namespace.as_deref() == Some(namespace) && &h.name == name)?;
@@ -197,7 +196,7 @@ fn verify(file: &str, before: &str, after: &str, edits: &[(&Edit, usize)]) -> Re
     let templates = |loaded: &Loaded| -> Vec<Value> {
         let edited = |t: &Template| edits.iter().any(|(e, _)| e.target == Target::Template(t.key.clone()));
         let strip = |t: &Arc<Template>| {
-            let mut object = Value::clone(&t.object);
+            let mut object = t.object();
             if edited(t)
                 && let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut)
             {

@@ -9,9 +9,8 @@ use serde_json::Value;
 use crate::model::{ObjectKey, Template};
 
 /// Where the pod spec of a pod-bearing kind lives.
-fn pod_spec(template: &Template) -> Option<&Value> {
-    let o = &template.object;
-    match (template.key.group(), template.key.kind.as_str()) {
+fn pod_spec<'v>(group: &str, kind: &str, o: &'v Value) -> Option<&'v Value> {
+    match (group, kind) {
         ("", "Pod") => o.get("spec"),
         ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
             o.pointer("/spec/template/spec")
@@ -21,23 +20,35 @@ fn pod_spec(template: &Template) -> Option<&Value> {
     }
 }
 
-fn key(kind: &str, namespace: &str, name: &str) -> ObjectKey {
-    ObjectKey { api_version: "v1".into(), kind: kind.into(), namespace: Some(namespace.into()), name: name.into() }
+/// Objects a template's pod spec references, in its namespace (read from
+/// [`crate::model::Facts`], taken when the template was parsed).
+pub fn referenced(template: &Template) -> BTreeSet<ObjectKey> {
+    let Some(ns) = template.key.namespace.as_deref() else {
+        return BTreeSet::new();
+    };
+    let key = |kind: &str, name: &str| ObjectKey {
+        api_version: "v1".into(),
+        kind: kind.into(),
+        namespace: Some(ns.into()),
+        name: name.into(),
+    };
+    template.facts.references.iter().map(|(kind, name)| key(kind, name)).collect()
 }
 
-/// Objects a template's pod spec references, in its namespace.
-pub fn referenced(template: &Template) -> BTreeSet<ObjectKey> {
+/// The (kind, name) of each object the pod spec of an object of `group` and `kind`
+/// references, sorted and without repeats.
+pub fn references(group: &str, kind: &str, object: &Value) -> Vec<(&'static str, Box<str>)> {
     let mut out = BTreeSet::new();
-    let (Some(spec), Some(ns)) = (pod_spec(template), template.key.namespace.as_deref()) else {
-        return out;
+    let Some(spec) = pod_spec(group, kind, object) else {
+        return Vec::new();
     };
-    let str_at = |v: &Value, path: &str| v.pointer(path).and_then(Value::as_str).map(str::to_owned);
-    let mut add = |kind: &str, name: Option<String>| {
+    let str_at = |v: &Value, path: &str| v.pointer(path).and_then(Value::as_str).map(Box::<str>::from);
+    let mut add = |kind: &'static str, name: Option<Box<str>>| {
         if let Some(name) = name.filter(|n| !n.is_empty()) {
-            out.insert(key(kind, ns, &name));
+            out.insert((kind, name));
         }
     };
-    add("ServiceAccount", str_at(spec, "/serviceAccountName").filter(|n| n != "default"));
+    add("ServiceAccount", str_at(spec, "/serviceAccountName").filter(|n| &**n != "default"));
     for secret in spec.get("imagePullSecrets").and_then(Value::as_array).into_iter().flatten() {
         add("Secret", str_at(secret, "/name"));
     }
@@ -63,5 +74,5 @@ pub fn referenced(template: &Template) -> BTreeSet<ObjectKey> {
             add("Secret", str_at(from, "/secretRef/name"));
         }
     }
-    out
+    out.into_iter().collect()
 }

@@ -142,7 +142,7 @@ impl Placed<'_> {
     /// reschedules a workload (and so may bring replicas back to a member it was
     /// evicted from) only when one of these changes; an eviction lasts until then.
     pub fn fingerprint(&self) -> String {
-        let replicas = crate::schedule::workload(self.template).replicas;
+        let replicas = self.template.workload().replicas;
         crate::diff::digest(&serde_json::Value::String(format!("{replicas}|{:?}", self.placement)))
     }
 }

@@ -94,7 +94,7 @@ fn is_namespace(key: &ObjectKey) -> bool {
 /// ServiceAccount subjects of a RoleBinding, and the preview's labels.
 fn moved(template: &Template, number: u64, labels: &Value) -> Template {
     let mut key = template.key.clone();
-    let mut object = (*template.object).clone();
+    let mut object = template.object();
     if is_namespace(&key) {
         key.name = namespace(number, &key.name);
         object["metadata"]["name"] = Value::from(key.name.clone());
@@ -115,7 +115,10 @@ fn moved(template: &Template, number: u64, labels: &Value) -> Template {
         }
     }
     label(&mut object, labels);
-    Template { key, object: Arc::new(object), workload: Default::default(), ..template.clone() }
+    Template {
+        derived_from: template.derived_from.clone(),
+        ..Template::new(key, template.labels.clone(), &object, template.origin.clone())
+    }
 }
 
 fn label(object: &mut Value, labels: &Value) {
@@ -149,14 +152,7 @@ fn add_missing_namespaces(plan: &mut Plan, labels: &Value) {
                 let key =
                     ObjectKey { api_version: "v1".into(), kind: "Namespace".into(), namespace: None, name: ns.clone() };
                 let origin = Origin { file: "(preview)".into(), document: 0, line: 0 };
-                templates.push(Arc::new(Template {
-                    key,
-                    labels: BTreeMap::new(),
-                    object: Arc::new(object),
-                    origin,
-                    derived_from: None,
-                    workload: Default::default(),
-                }));
+                templates.push(Arc::new(Template::new(key, BTreeMap::new(), &object, origin)));
                 templates.len() - 1
             });
             items.push(Rendered {

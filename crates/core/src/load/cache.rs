@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use serde_json::Value;
 
 use super::split::{Chunk, split};
 use super::{LoadError, Parsed, finish, parse_document, scope, templates};
@@ -92,7 +91,7 @@ fn key_files(
 }
 
 impl CachedFile {
-    fn raw_templates(&self) -> impl Iterator<Item = (&Origin, &Arc<Value>)> {
+    fn raw_templates(&self) -> impl Iterator<Item = (&Origin, &Arc<scope::Raw>)> {
         self.documents.iter().filter_map(|(origin, doc)| match doc {
             Parsed::Template(object) => Some((origin, object)),
             _ => None,
@@ -160,7 +159,7 @@ pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -
             collect(&mut loaded, slot.file(&kept));
             per_file.push(slot);
         }
-        let raw = per_file.iter().flat_map(|slot| slot.file(&kept).raw_templates()).map(|(_, object)| &**object);
+        let raw = per_file.iter().flat_map(|slot| slot.file(&kept).raw_templates()).map(|(_, raw)| &**raw);
         let scopes = scope::Scopes::from_crds(raw);
         // Keyed templates depend on the repo's CRD scopes; memos made under other
         // scopes are redone.
@@ -206,8 +205,8 @@ where
 /// The keyed templates of one file, each followed by what it derives.
 fn key_file(file: &CachedFile, scopes: &scope::Scopes) -> Result<Vec<Arc<Template>>, LoadError> {
     let mut out = Vec::new();
-    for (origin, object) in file.raw_templates() {
-        let template = scope::keyed(object.clone(), origin.clone(), scopes)?;
+    for (origin, raw) in file.raw_templates() {
+        let template = scope::keyed(raw, origin.clone(), scopes)?;
         let derived = scope::derived_service(&template);
         out.extend(std::iter::once(template).chain(derived).map(Arc::new));
     }

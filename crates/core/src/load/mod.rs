@@ -116,7 +116,7 @@ pub enum LoadError {
 /// What one document turned out to be.
 #[derive(Debug, Clone)]
 enum Parsed {
-    Template(Arc<Value>),
+    Template(Arc<scope::Raw>),
     Propagation(Arc<Named<PropagationSpec>>),
     Override(Arc<Named<OverrideSpec>>),
     Cluster(Box<Cluster>),
@@ -284,7 +284,7 @@ fn classify(
         _ if scope::is_karmada_group(api_version) => {
             return Err(invalid(format!("{api_version} {kind} is not supported by flotilla")));
         }
-        _ => Parsed::Template(Arc::new(value)),
+        _ => Parsed::Template(Arc::new(scope::raw(value, &origin)?)),
     };
     Ok(vec![(origin, parsed)])
 }
@@ -294,7 +294,7 @@ fn list_items(value: Value, origin: &Origin) -> Result<Vec<(Origin, Parsed)>, Lo
     let Some(Value::Array(items)) = value.get("items").cloned() else {
         return Err(LoadError::Invalid { origin: origin.clone(), message: "a List needs an items array".into() });
     };
-    items.into_iter().map(|item| Ok((origin.clone(), Parsed::Template(Arc::new(item))))).collect()
+    items.into_iter().map(|item| Ok((origin.clone(), Parsed::Template(Arc::new(scope::raw(item, origin)?))))).collect()
 }
 
 fn required_str<'v>(value: &'v Value, field: &str) -> Result<&'v str, String> {

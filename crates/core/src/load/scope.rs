@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::LoadError;
 use crate::model::names::name_rule;
-use crate::model::{ObjectKey, Origin, Template};
+use crate::model::{Body, Facts, ObjectKey, Origin, Template};
 
 /// Built-in cluster-scoped kinds by (group, kind). Anything else is namespaced unless a
 /// CustomResourceDefinition in the repo says `scope: Cluster`.
@@ -57,19 +57,14 @@ pub struct Scopes {
 }
 
 impl Scopes {
-    /// Reads `spec.group`, `spec.names.kind` and `spec.scope` of every CRD.
-    pub fn from_crds<'a>(objects: impl Iterator<Item = &'a Value>) -> Self {
-        let custom = objects
-            .filter(|o| o.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition"))
-            .filter_map(|crd| {
-                let spec = crd.get("spec")?;
-                let group = spec.get("group")?.as_str()?.to_owned();
-                let kind = spec.pointer("/names/kind")?.as_str()?.to_owned();
-                let cluster = spec.get("scope").and_then(Value::as_str) == Some("Cluster");
-                Some(((group, kind), cluster))
-            })
-            .collect();
-        Self { custom }
+    /// The scopes declared by the CustomResourceDefinitions among `templates`.
+    pub fn from_crds<'a>(templates: impl Iterator<Item = &'a Raw>) -> Self {
+        Self {
+            custom: templates
+                .filter_map(|t| t.crd.clone())
+                .map(|(group, kind, cluster)| ((group, kind), cluster))
+                .collect(),
+        }
     }
 
     fn is_cluster_scoped(&self, group: &str, kind: &str) -> bool {
@@ -78,11 +73,28 @@ impl Scopes {
     }
 }
 
-/// Builds the keyed template: checks metadata, defaults the namespace of namespaced
-/// kinds to `default` (as `kubectl apply` does) and drops it from cluster-scoped ones.
-/// The object is shared with the parse cache and copied only when it must change (a
-/// namespace defaulted or dropped).
-pub fn keyed(mut object: Arc<Value>, origin: Origin, scopes: &Scopes) -> Result<Template, LoadError> {
+/// A template as parsed: checked in everything its scope does not decide, kept compact,
+/// with its facts taken. Held by the parse cache, and keyed by [`keyed`] once the
+/// repository's CRD scopes are known.
+#[derive(Debug)]
+pub struct Raw {
+    api_version: String,
+    kind: String,
+    name: String,
+    /// `metadata.namespace` as written: `Ok(None)` when absent, null or empty, `Err`
+    /// with the complaint when it is not a valid namespace (which matters only if the
+    /// kind is namespaced).
+    namespace: Result<Option<String>, String>,
+    labels: BTreeMap<String, String>,
+    body: Body,
+    facts: Arc<Facts>,
+    /// `(group, kind, cluster-scoped)` when this is a CustomResourceDefinition.
+    crd: Option<(String, String, bool)>,
+}
+
+/// Checks a template's type and metadata and makes it compact. The tree is dropped here:
+/// a template is held as text from now on.
+pub fn raw(object: Value, origin: &Origin) -> Result<Raw, LoadError> {
     let invalid = |message: String| LoadError::Invalid { origin: origin.clone(), message };
     let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -109,32 +121,48 @@ pub fn keyed(mut object: Arc<Value>, origin: Origin, scopes: &Scopes) -> Result<
     super::validate::name(name_rule(group, &kind), &name).map_err(|m| invalid(format!("metadata.name: {m}")))?;
     let labels = string_map(metadata, "labels").map_err(invalid)?;
     string_map(metadata, "annotations").map_err(invalid)?;
-    let namespace = if scopes.is_cluster_scoped(group, &kind) {
-        if metadata.contains_key("namespace") {
-            metadata_mut(&mut object).remove("namespace");
+    let namespace = match metadata.get("namespace") {
+        Some(Value::String(ns)) if !ns.is_empty() => {
+            super::validate::namespace(ns).map(|()| Some(ns.clone())).map_err(|m| format!("metadata.namespace: {m}"))
         }
-        None
-    } else {
-        let ns = match metadata.get("namespace") {
-            Some(Value::String(ns)) if !ns.is_empty() => {
-                super::validate::namespace(ns).map_err(|m| invalid(format!("metadata.namespace: {m}")))?;
-                ns.clone()
-            }
-            None | Some(Value::Null) => "default".to_owned(),
-            Some(Value::String(_)) => "default".to_owned(),
-            Some(_) => return Err(invalid("metadata.namespace must be a string".into())),
-        };
-        if metadata.get("namespace").and_then(Value::as_str) != Some(ns.as_str()) {
-            metadata_mut(&mut object).insert("namespace".into(), Value::String(ns.clone()));
-        }
-        Some(ns)
+        None | Some(Value::Null) | Some(Value::String(_)) => Ok(None),
+        Some(_) => Err("metadata.namespace must be a string".into()),
     };
-    let key = ObjectKey { api_version, kind, namespace, name };
-    Ok(Template { key, labels, object, origin, derived_from: None, workload: Default::default() })
+    let crd = if kind == "CustomResourceDefinition" { crd_scope(&object) } else { None };
+    let facts = Arc::new(Facts::of(&api_version, &kind, &object));
+    Ok(Raw { body: Body::new(&object), api_version, kind, name, namespace, labels, facts, crd })
 }
 
-fn metadata_mut(object: &mut Arc<Value>) -> &mut Map<String, Value> {
-    Arc::make_mut(object)["metadata"].as_object_mut().expect("checked to be a mapping")
+/// `spec.group`, `spec.names.kind` and whether `spec.scope` is `Cluster`.
+fn crd_scope(crd: &Value) -> Option<(String, String, bool)> {
+    let spec = crd.get("spec")?;
+    let group = spec.get("group")?.as_str()?.to_owned();
+    let kind = spec.pointer("/names/kind")?.as_str()?.to_owned();
+    Some((group, kind, spec.get("scope").and_then(Value::as_str) == Some("Cluster")))
+}
+
+/// Keys a template under the repository's scopes: defaults the namespace of namespaced
+/// kinds to `default` (as `kubectl apply` does) and drops it from cluster-scoped ones
+/// ([`Template::object`] writes the key's namespace into the tree it gives).
+pub fn keyed(raw: &Raw, origin: Origin, scopes: &Scopes) -> Result<Template, LoadError> {
+    let group = raw.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let namespace = if scopes.is_cluster_scoped(group, &raw.kind) {
+        None
+    } else {
+        let written =
+            raw.namespace.clone().map_err(|message| LoadError::Invalid { origin: origin.clone(), message })?;
+        Some(written.unwrap_or_else(|| "default".to_owned()))
+    };
+    let key =
+        ObjectKey { api_version: raw.api_version.clone(), kind: raw.kind.clone(), namespace, name: raw.name.clone() };
+    Ok(Template {
+        key,
+        labels: raw.labels.clone(),
+        body: raw.body.clone(),
+        origin,
+        derived_from: None,
+        facts: raw.facts.clone(),
+    })
 }
 
 fn string_map(metadata: &Map<String, Value>, field: &str) -> Result<BTreeMap<String, String>, String> {
@@ -161,21 +189,16 @@ pub fn derived_service(template: &Template) -> Option<Template> {
     }
     let namespace = template.key.namespace.clone()?;
     let name = format!("derived-{}", template.key.name);
-    let ports = service_ports(&template.object);
+    let ports = service_ports(&template.object());
     let object = json!({
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"type": "ClusterIP", "ports": ports},
     });
-    Some(Template {
-        key: ObjectKey { api_version: "v1".into(), kind: "Service".into(), namespace: Some(namespace), name },
-        labels: BTreeMap::new(),
-        object: Arc::new(object),
-        origin: template.origin.clone(),
-        derived_from: Some(template.key.clone()),
-        workload: Default::default(),
-    })
+    let key = ObjectKey { api_version: "v1".into(), kind: "Service".into(), namespace: Some(namespace), name };
+    let derived = Template::new(key, BTreeMap::new(), &object, template.origin.clone());
+    Some(Template { derived_from: Some(template.key.clone()), ..derived })
 }
 
 /// The ports a derived Service copies: name, protocol, port and appProtocol of each.
@@ -211,9 +234,9 @@ pub fn follow_exported(templates: &mut [Arc<Template>]) {
         let Some(import) = templates[i].derived_from.as_ref() else { continue };
         let exported = ObjectKey { api_version: "v1".into(), kind: "Service".into(), ..import.clone() };
         let Some(source) = find(templates, &exported) else { continue };
-        let ports = service_ports(&templates[source].object);
-        let mut object = Value::clone(&templates[i].object);
+        let ports = service_ports(&templates[source].object());
+        let mut object = templates[i].object();
         object["spec"]["ports"] = Value::Array(ports);
-        templates[i] = Arc::new(Template { object: Arc::new(object), ..Template::clone(&templates[i]) });
+        templates[i] = Arc::new(Template { body: Body::new(&object), ..Template::clone(&templates[i]) });
     }
 }

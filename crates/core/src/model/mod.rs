@@ -1,6 +1,7 @@
 //! Typed objects the pipeline works on: what `load` produces and later stages consume.
 
 pub mod autoscale;
+pub mod body;
 pub mod cluster;
 pub mod failover;
 pub mod names;
@@ -15,8 +16,9 @@ pub mod service;
 use std::sync::Arc;
 
 pub use autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
+pub use body::Body;
 pub use cluster::{Cluster, ClusterState, SyncMode};
-pub use object::{ObjectKey, Origin, Template};
+pub use object::{Facts, ObjectKey, Origin, Template};
 pub use plan::{Plan, Problem, ProblemReason};
 pub use policy::{OverrideSpec, PropagationSpec};
 pub use repo::{Limits, RepoFiles};

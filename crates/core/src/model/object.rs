@@ -7,6 +7,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::body::Body;
+use crate::schedule::Workload;
+
 /// Identity of an object: what the output is sorted by (apiVersion, kind, namespace, name).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -105,7 +108,7 @@ impl fmt::Display for Origin {
     }
 }
 
-/// A resource template: the user's manifest, kept as an opaque JSON tree so the API
+/// A resource template: the user's manifest, kept as an opaque JSON object so the API
 /// server does the typing, as Kubernetes does with what `kubectl apply` sends.
 #[derive(Debug, Clone)]
 pub struct Template {
@@ -113,27 +116,89 @@ pub struct Template {
     pub key: ObjectKey,
     /// `metadata.labels`, extracted once for selector matching.
     pub labels: BTreeMap<String, String>,
-    /// The whole object as written (namespace defaulted); shared with the parse cache.
-    pub object: Arc<Value>,
+    /// The whole object as written, compact; [`Template::object`] gives it with its
+    /// namespace defaulted. Shared with the parse cache.
+    pub body: Body,
     /// Where it was declared.
     pub origin: Origin,
     /// Set for objects flotilla derives from another template (the `derived-<name>`
     /// Service of a ServiceImport): they travel with their source and are never claimed.
     pub derived_from: Option<ObjectKey>,
-    /// What placement reads from the object, worked out on first use; templates are
-    /// shared between revisions by the parse cache, and so is this.
-    pub workload: std::sync::OnceLock<crate::schedule::Workload>,
+    /// What placement and dependency propagation read, taken from the object once.
+    pub facts: Arc<Facts>,
+}
+
+/// What the pipeline reads from a template's object on every render, taken out once when
+/// the object is parsed so that the object itself can stay compact.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Facts {
+    /// Replicas and requests, for placement.
+    pub workload: Workload,
+    /// `metadata.uid`, if written; Karmada's replica tie-break hashes it.
+    pub uid: Option<Box<str>>,
+    /// Objects the pod spec names (kind, name), in the template's namespace: what
+    /// `propagateDeps` carries along.
+    pub references: Vec<(&'static str, Box<str>)>,
+    /// The template's `work.karmada.io/conflict-resolution` annotation, when it is one
+    /// of the two values Karmada reads.
+    pub conflict_resolution: Option<&'static str>,
+}
+
+impl Facts {
+    /// The facts of an object of `apiVersion` and `kind`.
+    pub fn of(api_version: &str, kind: &str, object: &Value) -> Self {
+        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+        Facts {
+            workload: crate::schedule::workload_of(group, kind, object),
+            uid: object.pointer("/metadata/uid").and_then(Value::as_str).map(Into::into),
+            references: crate::dependencies::references(group, kind, object),
+            conflict_resolution: match object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(crate::render::CONFLICT_ANNOTATION))
+                .and_then(Value::as_str)
+            {
+                Some("overwrite") => Some("overwrite"),
+                Some("abort") => Some("abort"),
+                _ => None,
+            },
+        }
+    }
 }
 
 impl Template {
-    /// `metadata.uid` if the manifest carries one; Karmada's replica tie-break hashes it.
-    pub fn uid(&self) -> &str {
-        self.object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")
+    /// A template made from a tree (a derived Service, a preview's copy): its facts are
+    /// read from `object`, whose namespace should already be the key's.
+    pub fn new(key: ObjectKey, labels: BTreeMap<String, String>, object: &Value, origin: Origin) -> Self {
+        let facts = Arc::new(Facts::of(&key.api_version, &key.kind, object));
+        Template { key, labels, body: Body::new(object), origin, derived_from: None, facts }
     }
 
-    /// An annotation of the template.
-    pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.object.get("metadata")?.get("annotations")?.get(key)?.as_str()
+    /// The object as a tree of its own, with `metadata.namespace` the key's: defaulted
+    /// for namespaced kinds, absent for cluster-scoped ones.
+    pub fn object(&self) -> Value {
+        let mut object = self.body.tree();
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            match &self.key.namespace {
+                Some(ns) if metadata.get("namespace").and_then(Value::as_str) != Some(ns) => {
+                    metadata.insert("namespace".into(), Value::String(ns.clone()));
+                }
+                Some(_) => {}
+                None => {
+                    metadata.remove("namespace");
+                }
+            }
+        }
+        object
+    }
+
+    /// `metadata.uid` if the manifest carries one; Karmada's replica tie-break hashes it.
+    pub fn uid(&self) -> &str {
+        self.facts.uid.as_deref().unwrap_or("")
+    }
+
+    /// Replicas and requests, as placement reads them.
+    pub fn workload(&self) -> &Workload {
+        &self.facts.workload
     }
 }
 

@@ -20,7 +20,7 @@ impl Plan {
 
 fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideError> {
     let template = &loaded.templates[rendered.template];
-    let mut object = Value::clone(&template.object);
+    let mut object = template.object();
     revise_replicas(&mut object, &template.key, rendered.replicas, rendered.completions);
     overrides::apply(&mut object, loaded, &rendered.overrides)?;
     if template.labels.get(RETAIN_REPLICAS_LABEL).map(String::as_str) == Some("true") {
@@ -72,7 +72,7 @@ fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: So
             (loaded.multi_cluster_services[m].describe("MultiClusterService", "MultiClusterService"), true, false)
         }
     };
-    let resolution = conflict_resolution(template.annotation(CONFLICT_ANNOTATION), resolution);
+    let resolution = conflict_resolution(template.facts.conflict_resolution, resolution);
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };

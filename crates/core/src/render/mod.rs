@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
-use serde_json::Value;
 
 use crate::dependencies;
 use crate::matching::{Binding, Claim};
@@ -236,7 +235,7 @@ type Trial = (Option<i64>, Option<i64>, Vec<overrides::RuleRef>, Result<(), Stri
 /// fail.
 fn trial(loaded: &Loaded, rendered: &Rendered) -> Result<(), OverrideError> {
     let template = &loaded.templates[rendered.template];
-    let mut object = Value::clone(&template.object);
+    let mut object = template.object();
     revise_replicas(&mut object, &template.key, rendered.replicas, rendered.completions);
     overrides::apply(&mut object, loaded, &rendered.overrides)
 }

@@ -115,12 +115,12 @@ impl Workload {
     }
 }
 
-/// Reads replicas and requests. A missing `spec.replicas` (or Job `parallelism`) is 1,
-/// the value the API server's defaulting gives the template in Karmada's control plane.
-pub fn workload(template: &Template) -> Workload {
-    let object = &template.object;
+/// Reads replicas and requests of an object of `group` and `kind`. A missing
+/// `spec.replicas` (or Job `parallelism`) is 1, the value the API server's defaulting
+/// gives the template in Karmada's control plane.
+pub fn workload_of(group: &str, kind: &str, object: &Value) -> Workload {
     let int = |path: &str| object.pointer(path).and_then(Value::as_i64);
-    let (replicas, pod) = match (template.key.group(), template.key.kind.as_str()) {
+    let (replicas, pod) = match (group, kind) {
         ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") => {
             (int("/spec/replicas").unwrap_or(1), "/spec/template/spec")
         }
@@ -131,7 +131,7 @@ pub fn workload(template: &Template) -> Workload {
         ("", "Pod") => (1, "/spec"),
         _ => return Workload::default(),
     };
-    let completions = if template.key.kind == "Job" { int("/spec/completions") } else { None };
+    let completions = if kind == "Job" { int("/spec/completions") } else { None };
     Workload { replicas: replicas.max(0), requests: pod_requests(object.pointer(pod)), completions }
 }
 
@@ -160,7 +160,7 @@ pub fn place(
     let empty = PreviousPlacement::default();
     let key = template.key.spelled();
     let previous = state.previous.get(&key).unwrap_or(&empty);
-    let memo = template.workload.get_or_init(|| workload(template));
+    let memo = template.workload();
     // A count decided outside Git replaces the template's.
     let overridden = state
         .replicas
