@@ -84,8 +84,12 @@ pub(crate) fn plan_in_state(
         Some(path) => read_state(path)?,
         None => ClusterState::default(),
     };
-    let plan = flotilla_core::plan(&files, &adjust(state)?, &limits)?;
-    Ok(within(plan, scope))
+    let state = adjust(state)?;
+    let loaded = flotilla_core::load::load(&files, &limits)?;
+    // The bytes are parsed: planning a large repository should not hold them too.
+    let revision = files.revision.clone();
+    drop(files);
+    Ok(within(flotilla_core::plan_loaded(loaded, revision, &state), scope))
 }
 
 /// Revision `rev` of the repository at `repo`, rendered through `cache`: a second

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 
 use crate::model::policy::ResourceSelector;
+use crate::model::selector::{LabelLookup, Labels};
 use crate::model::{Loaded, ObjectKey, Template};
 
 /// How specifically a selector matches a template (Karmada's implicit priority).
@@ -63,7 +64,7 @@ const CLAIMED_BY: &str = "resourcetemplate.karmada.io/claimed-by";
 const SKIP_NAMESPACE_SYNC: &str = "namespace.karmada.io/skip-auto-propagation";
 
 /// The level of one selector for one template.
-pub fn selector_level(selector: &ResourceSelector, key: &ObjectKey, labels: &BTreeMap<String, String>) -> MatchLevel {
+pub fn selector_level(selector: &ResourceSelector, key: &ObjectKey, labels: &impl LabelLookup) -> MatchLevel {
     if selector.api_version != key.api_version
         || selector.kind != key.kind
         || selector.namespace.as_ref().is_some_and(|ns| key.namespace.as_ref() != Some(ns))
@@ -80,7 +81,7 @@ pub fn selector_level(selector: &ResourceSelector, key: &ObjectKey, labels: &BTr
 }
 
 /// A policy's level: the best of its selectors.
-pub fn policy_level(selectors: &[ResourceSelector], key: &ObjectKey, labels: &BTreeMap<String, String>) -> MatchLevel {
+pub fn policy_level(selectors: &[ResourceSelector], key: &ObjectKey, labels: &impl LabelLookup) -> MatchLevel {
     selectors.iter().map(|s| selector_level(s, key, labels)).max().unwrap_or(MatchLevel::Mismatch)
 }
 
@@ -99,7 +100,7 @@ pub struct Candidate<'a> {
 pub fn best_policy<'a>(
     candidates: impl IntoIterator<Item = Candidate<'a>>,
     key: &ObjectKey,
-    labels: &BTreeMap<String, String>,
+    labels: &impl LabelLookup,
 ) -> Option<usize> {
     candidates
         .into_iter()
@@ -154,14 +155,14 @@ impl<'a> PolicyIndex<'a> {
     }
 
     /// Policies of `scope` that may select this template, ascending.
-    pub fn candidates(&self, scope: Scope<'_>, key: &ObjectKey, labels: &BTreeMap<String, String>) -> Vec<usize> {
+    pub fn candidates(&self, scope: Scope<'_>, key: &ObjectKey, labels: &Labels) -> Vec<usize> {
         let (api, kind) = (key.api_version.as_str(), key.kind.as_str());
         let mut out: Vec<usize> = Vec::new();
         out.extend(self.by_name.get(&(scope, api, kind, key.name.as_str())).into_iter().flatten());
         out.extend(self.by_kind.get(&(scope, api, kind)).into_iter().flatten());
         out.extend(self.everything.get(&scope).into_iter().flatten());
-        for (k, v) in labels {
-            out.extend(self.by_label.get(&(scope, api, kind, k.as_str(), v.as_str())).into_iter().flatten());
+        for (k, v) in labels.iter() {
+            out.extend(self.by_label.get(&(scope, api, kind, k, v)).into_iter().flatten());
         }
         out.sort_unstable();
         out.dedup();
@@ -256,5 +257,5 @@ fn reserved_namespace(ns: &str) -> bool {
 fn namespace_synced(template: &Template) -> bool {
     let name = template.key.name.as_str();
     !(name == "default" || name.starts_with("kube-") || reserved_namespace(name))
-        && template.labels.get(SKIP_NAMESPACE_SYNC).map(String::as_str) != Some("true")
+        && template.labels.get(SKIP_NAMESPACE_SYNC) != Some("true")
 }

@@ -152,7 +152,7 @@ fn add_missing_namespaces(plan: &mut Plan, labels: &Value) {
                 let key =
                     ObjectKey { api_version: "v1".into(), kind: "Namespace".into(), namespace: None, name: ns.clone() };
                 let origin = Origin { file: "(preview)".into(), document: 0, line: 0 };
-                templates.push(Arc::new(Template::new(key, BTreeMap::new(), &object, origin)));
+                templates.push(Arc::new(Template::new(key, Default::default(), &object, origin)));
                 templates.len() - 1
             });
             items.push(Rendered {

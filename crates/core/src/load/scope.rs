@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::LoadError;
 use crate::model::names::name_rule;
+use crate::model::selector::Labels;
 use crate::model::{Body, Facts, ObjectKey, Origin, Template};
 
 /// Built-in cluster-scoped kinds by (group, kind). Anything else is namespaced unless a
@@ -85,7 +86,7 @@ pub struct Raw {
     /// with the complaint when it is not a valid namespace (which matters only if the
     /// kind is namespaced).
     namespace: Result<Option<String>, String>,
-    labels: BTreeMap<String, String>,
+    labels: Labels,
     body: Body,
     facts: Arc<Facts>,
     /// `(group, kind, cluster-scoped)` when this is a CustomResourceDefinition.
@@ -119,7 +120,7 @@ pub fn raw(object: Value, origin: &Origin) -> Result<Raw, LoadError> {
     super::validate::type_meta(&api_version, &kind).map_err(invalid)?;
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     super::validate::name(name_rule(group, &kind), &name).map_err(|m| invalid(format!("metadata.name: {m}")))?;
-    let labels = string_map(metadata, "labels").map_err(invalid)?;
+    let labels: Labels = string_map(metadata, "labels").map_err(invalid)?.into_iter().collect();
     string_map(metadata, "annotations").map_err(invalid)?;
     let namespace = match metadata.get("namespace") {
         Some(Value::String(ns)) if !ns.is_empty() => {
@@ -197,7 +198,7 @@ pub fn derived_service(template: &Template) -> Option<Template> {
         "spec": {"type": "ClusterIP", "ports": ports},
     });
     let key = ObjectKey { api_version: "v1".into(), kind: "Service".into(), namespace: Some(namespace), name };
-    let derived = Template::new(key, BTreeMap::new(), &object, template.origin.clone());
+    let derived = Template::new(key, Default::default(), &object, template.origin.clone());
     Some(Template { derived_from: Some(template.key.clone()), ..derived })
 }
 

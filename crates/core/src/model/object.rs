@@ -1,6 +1,5 @@
 //! Resource templates: any Kubernetes object in the repo that is not a Karmada policy.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -8,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::body::Body;
+use super::selector::Labels;
 use crate::schedule::Workload;
 
 /// Identity of an object: what the output is sorted by (apiVersion, kind, namespace, name).
@@ -114,8 +114,9 @@ impl fmt::Display for Origin {
 pub struct Template {
     /// Identity; the namespace is already defaulted for namespaced kinds.
     pub key: ObjectKey,
-    /// `metadata.labels`, extracted once for selector matching.
-    pub labels: BTreeMap<String, String>,
+    /// `metadata.labels`, extracted once for selector matching; shared with the parse
+    /// cache.
+    pub labels: Labels,
     /// The whole object as written, compact; [`Template::object`] gives it with its
     /// namespace defaulted. Shared with the parse cache.
     pub body: Body,
@@ -168,7 +169,7 @@ impl Facts {
 impl Template {
     /// A template made from a tree (a derived Service, a preview's copy): its facts are
     /// read from `object`, whose namespace should already be the key's.
-    pub fn new(key: ObjectKey, labels: BTreeMap<String, String>, object: &Value, origin: Origin) -> Self {
+    pub fn new(key: ObjectKey, labels: Labels, object: &Value, origin: Origin) -> Self {
         let facts = Arc::new(Facts::of(&key.api_version, &key.kind, object));
         Template { key, labels, body: Body::new(object), origin, derived_from: None, facts }
     }

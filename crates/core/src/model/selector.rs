@@ -7,8 +7,62 @@
 //! so validity is part of the semantics.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
+
+/// Where a selector reads labels from: a cluster's map, a template's [`Labels`].
+pub trait LabelLookup {
+    /// The value of label `key`.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelLookup for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+/// A template's labels, held compact: the pairs sorted by key in one shared slice (a
+/// B-tree map costs a node of eleven slots even for one label, and there is a set per
+/// template).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Labels(Arc<[(Box<str>, Box<str>)]>);
+
+impl Labels {
+    /// The value of label `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(key)).ok().map(|i| &*self.0[i].1)
+    }
+
+    /// Whether label `key` is set.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The pairs, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl FromIterator<(String, String)> for Labels {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(pairs: I) -> Self {
+        let map: BTreeMap<String, String> = pairs.into_iter().collect();
+        Labels(map.into_iter().map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str())).collect())
+    }
+}
+
+impl LabelLookup for Labels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
 
 /// `metav1.LabelSelector`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -43,9 +97,9 @@ pub struct Requirement {
 impl LabelSelector {
     /// Whether the selector parses and matches `labels`. An invalid selector matches
     /// nothing, as in Karmada.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &impl LabelLookup) -> bool {
         self.is_valid()
-            && self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_labels.iter().all(|(k, v)| labels.label(k) == Some(v.as_str()))
             && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 
@@ -73,11 +127,11 @@ impl LabelSelector {
 
 impl Requirement {
     /// Label-selector semantics for In, NotIn, Exists, DoesNotExist; anything else fails.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
+    pub fn matches(&self, labels: &impl LabelLookup) -> bool {
+        let value = labels.label(&self.key);
         match self.operator.as_str() {
-            "In" => value.is_some_and(|v| self.values.contains(v)),
-            "NotIn" => value.is_none_or(|v| !self.values.contains(v)),
+            "In" => value.is_some_and(|v| self.values.iter().any(|x| x == v)),
+            "NotIn" => value.is_none_or(|v| !self.values.iter().any(|x| x == v)),
             "Exists" => value.is_some(),
             "DoesNotExist" => value.is_none(),
             _ => false,

@@ -23,7 +23,7 @@ fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideEr
     let mut object = template.object();
     revise_replicas(&mut object, &template.key, rendered.replicas, rendered.completions);
     overrides::apply(&mut object, loaded, &rendered.overrides)?;
-    if template.labels.get(RETAIN_REPLICAS_LABEL).map(String::as_str) == Some("true") {
+    if template.labels.get(RETAIN_REPLICAS_LABEL) == Some("true") {
         release_replicas(&mut object);
     }
     decorate(&mut object, loaded, template, rendered.source);

@@ -98,11 +98,14 @@ pub fn render(
             })
         })
         .collect();
-    let clusters = by_cluster(&loaded, results, &mut problems);
-    problems.sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
     // Templates no policy claimed may still travel as dependencies.
     let unclaimed =
         unclaimed.into_iter().filter(|i| !targets.contains_key(i)).map(|i| loaded.templates[i].key.clone()).collect();
+    // Every target is rendered: its per-cluster maps need not outlive it while the
+    // entries are grouped (a large repository's peak).
+    drop(targets);
+    let clusters = by_cluster(&loaded, results, &mut problems);
+    problems.sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
     Plan { revision, loaded, clusters, problems, placements, unclaimed }
 }
 
