@@ -93,17 +93,32 @@ pub async fn observe(
     observe_into(client, kinds, keys, |_, value| Some(value)).await
 }
 
-/// Objects per page of a LIST: a member's answer is held one page at a time.
-const PAGE: u32 = 500;
+/// Objects per page of a LIST, at least: a member's answer is held one page at a time.
+const PAGE: usize = 500;
+/// Objects per page of a LIST, at most, however many of a kind are wanted.
+const MAX_PAGE: usize = 5_000;
+
+/// The page size for a kind of which `wanted` objects are expected: one page more than
+/// them, so that a member holding only what is wanted answers in one read (the API server
+/// hands back a continue token when it stops at the limit with objects left to scan,
+/// unmanaged ones included), within [`PAGE`]..=[`MAX_PAGE`].
+fn page_size(wanted: usize) -> u32 {
+    u32::try_from(wanted.saturating_add(1).clamp(PAGE, MAX_PAGE)).expect("MAX_PAGE fits")
+}
 
 /// [`observe`], keeping of each listed object only what `keep` makes of it (`None`:
 /// nothing), page by page, so what is held is what the caller keeps.
-pub async fn observe_into<T>(
+pub async fn observe_into<'k, T>(
     client: &Client,
     kinds: &mut Kinds<'_>,
-    keys: impl IntoIterator<Item = &ObjectKey>,
+    keys: impl IntoIterator<Item = &'k ObjectKey>,
     mut keep: impl FnMut(&ObjectKey, Value) -> Option<T>,
 ) -> Result<(BTreeMap<ObjectKey, T>, Vec<(ObjectKey, String)>), ReconcileError> {
+    let keys: Vec<&ObjectKey> = keys.into_iter().collect();
+    let mut wanted: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for key in &keys {
+        *wanted.entry((key.api_version.as_str(), key.kind.as_str())).or_default() += 1;
+    }
     let mut live = BTreeMap::new();
     let mut unserved = Vec::new();
     let mut listed = BTreeSet::new();
@@ -119,7 +134,8 @@ pub async fn observe_into<T>(
             continue;
         }
         let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let mut params = ListParams::default().labels(&format!("{MANAGED_LABEL}=true")).limit(PAGE);
+        let limit = page_size(wanted[&(key.api_version.as_str(), key.kind.as_str())]);
+        let mut params = ListParams::default().labels(&format!("{MANAGED_LABEL}=true")).limit(limit);
         loop {
             let page = all.list(&params).await.map_err(|e| ReconcileError::Discovery(key.kind.clone(), e))?;
             let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
@@ -145,4 +161,18 @@ pub async fn observe_into<T>(
         }
     }
     Ok((live, unserved))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_holds_what_is_wanted_and_one_more_within_bounds() {
+        assert_eq!(page_size(0), 500);
+        assert_eq!(page_size(499), 500);
+        assert_eq!(page_size(500), 501, "500 wanted never reach the limit, so no continue token");
+        assert_eq!(page_size(1_200), 1_201);
+        assert_eq!(page_size(1_000_000), 5_000);
+    }
 }
