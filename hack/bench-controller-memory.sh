@@ -23,6 +23,9 @@ cargo build --release -q -p flotilla-core --example generate-repo
 bin=${FLOTILLA_BIN:-}
 if [ -z "$bin" ]; then cargo build --release -q; bin=$CARGO_TARGET_DIR/release/flotilla; fi
 "$CARGO_TARGET_DIR/release/examples/generate-repo" "$size" "$work/repo"
+# The generated templates live in namespaces the repo does not declare (the render
+# benchmarks do not need them); members do, or every object fails to apply.
+grep -rh '^  namespace: ' "$work/repo/apps" | sort -u | awk '{ printf "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", $2 }' >"$work/repo/namespaces.yaml"
 clusters=$(grep -l "kind: Cluster" -r "$work/repo" | xargs grep -h "^  name: c" | wc -l)
 members=${MEMBERS_KUBECONFIG:-}
 if [ -z "$members" ]; then
@@ -43,7 +46,22 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 MALLOC_ARENA_MAX=2 RUST_LOG=warn "$bin" run --repo "$work/repo" --kubeconfig "$work/kubeconfig" --instance memory \
   --listen "127.0.0.1:$port" --interval 5 --resync 5m --cache-dir "$work/cache" 2>"$work/log" &
 pid=$!
-applied() { curl -sf "http://127.0.0.1:$port/status" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("applied") or "")' 2>/dev/null || true; }
+# The applied revision, once every cluster's last reconcile failed nothing (an object
+# that fails to apply holds less memory than one applied: a run with failures measures
+# the wrong thing).
+applied() {
+  curl -sf "http://127.0.0.1:$port/status" | python3 -c '
+import json, re, sys
+s = json.load(sys.stdin)
+failed = sum(int(m.group(1)) for line in s.get("clusters", {}).values() for m in [re.search(r"(\d+) failed", line)] if m)
+print(s.get("applied") or "" if failed == 0 and s.get("clusters") else "")' 2>/dev/null || true
+}
+failures() {
+  curl -sf "http://127.0.0.1:$port/status" | python3 -c '
+import json, sys
+for name, line in sorted(json.load(sys.stdin).get("clusters", {}).items()):
+    if " 0 failed" not in line: print(name, line)' 2>/dev/null || true
+}
 kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
 start=$(date +%s); first=""; last_commit=$start; n=0
 : >"$work/samples"
@@ -62,5 +80,8 @@ while [ $(( $(date +%s) - start )) -lt "$seconds" ]; do
 done
 awk '$5 == "after" { print $2 }' "$work/samples" | sort -n | awk '{ a[NR] = $1 } END { if (NR) printf "steady RSS (median after the first apply): %.1f MiB over %d samples\n", a[int((NR+1)/2)]/1024, NR }'
 tail -1 "$work/samples" | awk '{ printf "peak RSS (VmHWM): %.1f MiB\n", $4/1024 }'
+curl -sf "http://127.0.0.1:$port/metrics" | awk '/^flotilla_heap_(allocated|free)_bytes/ { printf "%s after the last cycle: %.1f MiB\n", $1, $2/1048576 }'
+[ -n "$first" ] || { echo "the first full apply never completed:" >&2; failures >&2; exit 1; }
+if [ -n "$(failures)" ]; then echo "clusters with failed objects at the end:" >&2; failures >&2; exit 1; fi
 echo "commits made during the run: $n; errors logged: $(grep -c ERROR "$work/log" || true)"
 grep ERROR "$work/log" | sed 's/\x1b\[[0-9;]*m//g' | cut -c1-300 | sort | uniq -c | head -5

@@ -249,9 +249,10 @@ pub async fn autoscaled(client: &Client) -> Result<BTreeSet<ScaleTarget>, Reconc
         .collect())
 }
 
-/// Applies one rank of objects against their observed state. The live objects are kept
-/// as JSON text (a fraction of a parsed tree's size) and parsed one at a time, when
-/// their object is applied.
+/// Applies one rank of objects against their observed state. Each listed object is
+/// compared with its manifest as its page arrives; only those that differ are kept, as
+/// JSON text (a fraction of a parsed tree's size), and parsed again when applied. An
+/// unchanged member holds one page at a time.
 async fn apply_batch(
     client: &Client,
     kinds: &mut Kinds<'_>,
@@ -259,8 +260,8 @@ async fn apply_batch(
     settings: &Settings<'_>,
     report: &mut Report,
 ) -> Result<(), ReconcileError> {
-    let wanted: BTreeSet<&ObjectKey> = batch.iter().map(|d| &d.key).collect();
-    let keep = |key: &ObjectKey, value: Value| wanted.contains(key).then(|| value.to_string());
+    let wanted: BTreeMap<&ObjectKey, &Pending<'_>> = batch.iter().map(|d| (&d.key, *d)).collect();
+    let keep = |key: &ObjectKey, value: Value| wanted.get(key).map(|d| listed(d, value, settings.instance));
     let (mut live, unserved) = kinds::observe_into(client, kinds, batch.iter().map(|d| &d.key), keep).await?;
     let tick = || {
         if let Some(bar) = &settings.progress {
@@ -271,10 +272,17 @@ async fn apply_batch(
     report.failed.extend(unserved);
     let mut work = Vec::new();
     for d in batch.iter().filter(|d| !unserved_keys.contains(&d.key)) {
+        let current = match live.remove(&d.key) {
+            Some(Listed::Settled) => {
+                report.unchanged += 1;
+                tick();
+                continue;
+            }
+            Some(Listed::Live(text)) => Current::Live(text),
+            None => Current::Unknown,
+        };
         let (ar, scope) = kinds.resolve(&d.key).await.expect("resolved while observing");
-        let api = kinds.api(&ar, &scope, d.key.namespace.as_deref());
-        let current = live.remove(&d.key).map_or(Current::Unknown, Current::Live);
-        work.push((api, *d, current));
+        work.push((kinds.api(&ar, &scope, d.key.namespace.as_deref()), *d, current));
     }
     settle_unmanaged(kinds, &mut work).await;
     let results: Vec<(ObjectKey, Result<Option<Change>, String>)> = stream::iter(work)
@@ -299,6 +307,26 @@ async fn apply_batch(
     report.applied.sort_by(|a, b| a.0.cmp(&b.0));
     report.failed.sort();
     Ok(())
+}
+
+/// A wanted object as its LIST page showed it.
+enum Listed {
+    /// Already as desired, and flotilla's to apply: nothing to do.
+    Settled,
+    /// To be decided by [`apply_one`]: the live object as JSON text.
+    Live(String),
+}
+
+/// Decides what of a listed object to keep: nothing when it is as `pending` wants it and
+/// flotilla may apply it (what [`apply_one`] would conclude), else its text.
+fn listed(pending: &Pending<'_>, live: Value, instance: &str) -> Listed {
+    if let Ok(desired) = pending.finish()
+        && ownership::may_apply(&desired.manifest, &live, instance).is_ok()
+        && diff::change(&desired.manifest, Some(&live)).is_none()
+    {
+        return Listed::Settled;
+    }
+    Listed::Live(live.to_string())
 }
 
 /// What is known of an object before applying it.
