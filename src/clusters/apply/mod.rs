@@ -2,23 +2,21 @@
 //! then prune of what left it, with the inventory written before anything is created
 //! and after anything is deleted, so a run killed at any point is finished by the next.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use flotilla_core::diff::{self, Change, PruneBudget};
 use flotilla_core::finish::{Pending, ScaleTarget, Share};
 use flotilla_core::inventory::{Inventory, OtherSource, Source, check_source};
 use flotilla_core::model::ObjectKey;
-use flotilla_core::ownership;
 use flotilla_core::project::Project;
-use futures::{StreamExt, stream};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use serde_json::Value;
-use tracing::{debug, warn};
+use kube::api::{Api, ListParams};
+use tracing::warn;
 
+mod batch;
 mod delete;
 mod kinds;
 pub mod live;
@@ -160,7 +158,7 @@ pub async fn reconcile(
     for rank in 0..=2 {
         let batch: Vec<&Pending<'_>> = desired.iter().filter(|d| diff::apply_rank(&d.key) == rank).collect();
         settings.fence()?;
-        apply_batch(client, &mut kinds, &batch, &settings, &mut report).await?;
+        batch::apply_batch(client, &mut kinds, &batch, &settings, &mut report).await?;
         if rank == 1 {
             wait_established(client, &desired_keys).await;
             kinds.forget_failures();
@@ -247,156 +245,6 @@ pub async fn autoscaled(client: &Client) -> Result<BTreeSet<ScaleTarget>, Reconc
             })
         })
         .collect())
-}
-
-/// Applies one rank of objects against their observed state. Each listed object is
-/// compared with its manifest as its page arrives; only those that differ are kept, as
-/// JSON text (a fraction of a parsed tree's size), and parsed again when applied. An
-/// unchanged member holds one page at a time.
-async fn apply_batch(
-    client: &Client,
-    kinds: &mut Kinds<'_>,
-    batch: &[&Pending<'_>],
-    settings: &Settings<'_>,
-    report: &mut Report,
-) -> Result<(), ReconcileError> {
-    let wanted: BTreeMap<&ObjectKey, &Pending<'_>> = batch.iter().map(|d| (&d.key, *d)).collect();
-    let keep = |key: &ObjectKey, value: Value| wanted.get(key).map(|d| listed(d, value, settings.instance));
-    let (mut live, unserved) = kinds::observe_into(client, kinds, batch.iter().map(|d| &d.key), keep).await?;
-    let tick = || {
-        if let Some(bar) = &settings.progress {
-            bar.inc(1);
-        }
-    };
-    let unserved_keys: BTreeSet<ObjectKey> = unserved.iter().map(|(k, _)| k.clone()).collect();
-    report.failed.extend(unserved);
-    let mut work = Vec::new();
-    for d in batch.iter().filter(|d| !unserved_keys.contains(&d.key)) {
-        let current = match live.remove(&d.key) {
-            Some(Listed::Settled) => {
-                report.unchanged += 1;
-                tick();
-                continue;
-            }
-            Some(Listed::Live(text)) => Current::Live(text),
-            None => Current::Unknown,
-        };
-        let (ar, scope) = kinds.resolve(&d.key).await.expect("resolved while observing");
-        work.push((kinds.api(&ar, &scope, d.key.namespace.as_deref()), *d, current));
-    }
-    settle_unmanaged(kinds, &mut work).await;
-    let results: Vec<(ObjectKey, Result<Option<Change>, String>)> = stream::iter(work)
-        .map(|(api, d, current)| async move {
-            let outcome = apply_one(&api, d, current, settings.instance).await;
-            (d.key.clone(), outcome)
-        })
-        .buffer_unordered(settings.concurrency.max(1))
-        .inspect(|_| tick())
-        .collect()
-        .await;
-    for (key, outcome) in results {
-        match outcome {
-            Ok(None) => report.unchanged += 1,
-            Ok(Some(change)) => {
-                debug!(object = %key, ?change, "applied");
-                report.applied.push((key, change));
-            }
-            Err(e) => report.failed.push((key, e)),
-        }
-    }
-    report.applied.sort_by(|a, b| a.0.cmp(&b.0));
-    report.failed.sort();
-    Ok(())
-}
-
-/// A wanted object as its LIST page showed it.
-enum Listed {
-    /// Already as desired, and flotilla's to apply: nothing to do.
-    Settled,
-    /// To be decided by [`apply_one`]: the live object as JSON text.
-    Live(String),
-}
-
-/// Decides what of a listed object to keep: nothing when it is as `pending` wants it and
-/// flotilla may apply it (what [`apply_one`] would conclude), else its text.
-fn listed(pending: &Pending<'_>, live: Value, instance: &str) -> Listed {
-    if let Ok(desired) = pending.finish()
-        && ownership::may_apply(&desired.manifest, &live, instance).is_ok()
-        && diff::change(&desired.manifest, Some(&live)).is_none()
-    {
-        return Listed::Settled;
-    }
-    Listed::Live(live.to_string())
-}
-
-/// What is known of an object before applying it.
-enum Current {
-    /// The live object as JSON text (flotilla's, or found by listing; the conflict
-    /// check decides).
-    Live(String),
-    /// Known not to exist.
-    Absent,
-    /// Not among the managed objects; whether it exists is still to be asked.
-    Unknown,
-}
-
-/// Objects that are not among the managed ones: where many share a kind and namespace,
-/// one unfiltered LIST there settles them all (instead of one GET each), and anything
-/// found that flotilla did not create is returned as such for the conflict check.
-async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, &Pending<'_>, Current)]) {
-    let mut groups: BTreeMap<(String, String, Option<String>), Vec<usize>> = BTreeMap::new();
-    for (i, (_, d, current)) in work.iter().enumerate() {
-        if matches!(current, Current::Unknown) {
-            groups.entry((d.key.api_version.clone(), d.key.kind.clone(), d.key.namespace.clone())).or_default().push(i);
-        }
-    }
-    for ((_, _, namespace), members) in groups.into_iter().filter(|(_, m)| m.len() > 3) {
-        let Some((ar, scope)) = kinds.known(&work[members[0]].1.key) else { continue };
-        let Ok(list) = kinds.api(&ar, &scope, namespace.as_deref()).list(&ListParams::default()).await else {
-            continue;
-        };
-        let existing: BTreeMap<String, String> = list
-            .into_iter()
-            .map(|o| {
-                (o.metadata.name.clone().unwrap_or_default(), serde_json::to_string(&o).expect("objects serialise"))
-            })
-            .collect();
-        for i in members {
-            work[i].2 = match existing.get(&work[i].1.key.name) {
-                Some(found) => Current::Live(found.clone()),
-                None => Current::Absent,
-            };
-        }
-    }
-}
-
-/// Applies one object if it is missing, changed or drifted. An object that exists but
-/// was not created by flotilla is only taken over with conflict resolution `overwrite`;
-/// one another instance manages is never taken over.
-async fn apply_one(
-    api: &Api<DynamicObject>,
-    pending: &Pending<'_>,
-    current: Current,
-    instance: &str,
-) -> Result<Option<Change>, String> {
-    let desired = pending.finish().map_err(|e| e.to_string())?;
-    let live = match current {
-        Current::Live(text) => Some(serde_json::from_str(&text).map_err(|e| format!("read failed: {e}"))?),
-        Current::Absent => None,
-        Current::Unknown => {
-            let existing = api.get_opt(&desired.key.name).await.map_err(|e| format!("read failed: {e}"))?;
-            existing.map(|e| serde_json::to_value(e).expect("objects serialise"))
-        }
-    };
-    if let Some(existing) = &live {
-        ownership::may_apply(&desired.manifest, existing, instance).map_err(|conflict| conflict.to_string())?;
-    }
-    let Some(change) = diff::change(&desired.manifest, live.as_ref()) else { return Ok(None) };
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(&desired.key.name, &params, &Patch::Apply(&desired.manifest))
-        .await
-        .map_err(|e| format!("apply failed: {e}"))?;
-    Ok(Some(change))
 }
 
 /// Waits (up to 30 s) until every CRD in the plan is Established, so the custom
