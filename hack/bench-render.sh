@@ -5,9 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=("${@:-S M L}")
-cargo build --release -q --bin flotilla -p flotilla
 cargo build --release -q -p flotilla-core --example generate-repo
 target=${CARGO_TARGET_DIR:-target}
+bin=${FLOTILLA_BIN:-}
+if [ -z "$bin" ]; then cargo build --release -q --bin flotilla -p flotilla; bin=$target/release/flotilla; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # measure CMD...: "<seconds> <peak RSS MiB>" of one run, output discarded.
@@ -26,7 +27,7 @@ for size in ${sizes[*]}; do
   "$target/release/examples/generate-repo" "$size" "$work/$size"
   mib=$(du -sm "$work/$size" | cut -f1)
   templates=$(grep -rh '^kind: \(Deployment\|Service\|ConfigMap\)$' "$work/$size/apps" | wc -l)
-  read -r vs vm _ <<<"$(measure "$target/release/flotilla" validate "$work/$size")"
-  read -r rs rm _ <<<"$(measure "$target/release/flotilla" render "$work/$size" -o json)"
+  read -r vs vm _ <<<"$(measure "$bin" validate "$work/$size")"
+  read -r rs rm _ <<<"$(measure "$bin" render "$work/$size" -o json)"
   printf '%-4s %10s %12s %14s %14s %16s %16s\n' "$size" "$templates" "$mib" "$vs" "$vm" "$rs" "$rm"
 done

@@ -3,6 +3,7 @@
 //! under the ownership rules.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use flotilla_core::diff::{self, Change};
 use flotilla_core::finish::Pending;
@@ -161,8 +162,37 @@ async fn apply_one(
     }
     let Some(change) = diff::change(&desired.manifest, live.as_ref()) else { return Ok(None) };
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(&desired.key.name, &params, &Patch::Apply(&desired.manifest))
-        .await
-        .map_err(|e| format!("apply failed: {e}"))?;
+    let mut attempt = 0;
+    while let Err(e) = api.patch(&desired.key.name, &params, &Patch::Apply(&desired.manifest)).await {
+        if attempt == SEND_RETRIES || !unsent(&e) {
+            return Err(format!("apply failed: {e}"));
+        }
+        attempt += 1;
+        tokio::time::sleep(Duration::from_millis(250 * u64::from(attempt))).await;
+    }
     Ok(Some(change))
+}
+
+/// Times an apply is sent again when the request failed below HTTP.
+const SEND_RETRIES: u32 = 2;
+
+/// Whether a request failed before the API server answered it: a pooled connection the
+/// server had already closed, a reset under load. Server-side apply is idempotent, so
+/// sending it again is safe; an answer from the server (a conflict, a refusal) is never
+/// retried here.
+fn unsent(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_requests_the_server_never_answered_are_sent_again() {
+        let reset = kube::Error::Service("client error (SendRequest)".into());
+        assert!(unsent(&reset));
+        let conflict = kube::Error::Api(Box::new(kube::core::Status::failure("conflict", "Conflict").with_code(409)));
+        assert!(!unsent(&conflict));
+    }
 }
