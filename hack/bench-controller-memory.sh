@@ -8,6 +8,7 @@
 #
 # Usage: hack/bench-controller-memory.sh [SIZE] [SECONDS]
 #   FLOTILLA_BIN         the binary (default: cargo build --release)
+#   MALLOC_ARENA_MAX     glibc arenas for the controller (default 2, as deploy/ sets it)
 #   MEMBERS_KUBECONFIG   members already up and empty (contexts member1..memberN; each run
 #                        applies a new repo path, which an earlier run's inventories refuse),
 #                        else fresh members are started here
@@ -43,7 +44,7 @@ git -C "$work/repo" init -q -b main
 git -C "$work/repo" add -A
 git -C "$work/repo" -c user.name=bench -c user.email=bench@example.invalid commit -qm "$size"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-MALLOC_ARENA_MAX=2 RUST_LOG=warn "$bin" run --repo "$work/repo" --kubeconfig "$work/kubeconfig" --instance memory \
+MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} RUST_LOG=warn "$bin" run --repo "$work/repo" --kubeconfig "$work/kubeconfig" --instance memory \
   --listen "127.0.0.1:$port" --interval 5 --resync 5m --cache-dir "$work/cache" 2>"$work/log" &
 pid=$!
 # The applied revision, once every cluster's last reconcile failed nothing (an object
