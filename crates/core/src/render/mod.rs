@@ -63,18 +63,32 @@ pub fn render(
         }
     }
     attach_dependencies(&loaded, &mut targets);
+    let results = render_targets(&loaded, &targets);
+    // Templates no policy claimed may still travel as dependencies.
+    let unclaimed =
+        unclaimed.into_iter().filter(|i| !targets.contains_key(i)).map(|i| loaded.templates[i].key.clone()).collect();
+    // Every target is rendered: its per-cluster maps need not outlive it while the
+    // entries are grouped (a large repository's peak).
+    drop(targets);
+    let clusters = by_cluster(&loaded, results, &mut problems);
+    problems.sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
+    Plan { revision, loaded, clusters, problems, placements, unclaimed }
+}
+
+/// Every (template, cluster) entry of `targets`, or the problem its overrides hit.
+/// Override rules are resolved per template once and per cluster by target; they are
+/// trial-applied here so a failing override is a problem now rather than an error while
+/// writing the output.
+fn render_targets(loaded: &Loaded, targets: &BTreeMap<usize, Target>) -> Vec<Result<(usize, Rendered), Box<Problem>>> {
     let by_name: BTreeMap<&str, (usize, &crate::model::Cluster)> =
         loaded.clusters.iter().enumerate().map(|(i, c)| (c.name.as_str(), (i, c))).collect();
-    let index = overrides::index(&loaded);
-    // Override rules are resolved per template once and per cluster by target; they are
-    // trial-applied here so a failing override is a problem now rather than an error
-    // while writing the output.
-    let results: Vec<Result<(usize, Rendered), Box<Problem>>> = targets
+    let index = overrides::index(loaded);
+    targets
         .par_iter()
         .flat_map_iter(|(&template, target)| {
             let t = &loaded.templates[template];
-            let policies = overrides::ordered_policies(&loaded, &index, t);
-            let (loaded, by_name) = (&loaded, &by_name);
+            let policies = overrides::ordered_policies(loaded, &index, t);
+            let by_name = &by_name;
             let mut trials = Trials::default();
             target.clusters.iter().map(move |(cluster, replicas)| {
                 let (at, member) = by_name[cluster.as_str()];
@@ -97,16 +111,7 @@ pub fn render(
                 }
             })
         })
-        .collect();
-    // Templates no policy claimed may still travel as dependencies.
-    let unclaimed =
-        unclaimed.into_iter().filter(|i| !targets.contains_key(i)).map(|i| loaded.templates[i].key.clone()).collect();
-    // Every target is rendered: its per-cluster maps need not outlive it while the
-    // entries are grouped (a large repository's peak).
-    drop(targets);
-    let clusters = by_cluster(&loaded, results, &mut problems);
-    problems.sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
-    Plan { revision, loaded, clusters, problems, placements, unclaimed }
+        .collect()
 }
 
 /// Rendered entries grouped by cluster, each list in template order; failures join
