@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::LoadError;
 use crate::model::names::name_rule;
+use crate::model::object::api_group;
 use crate::model::selector::Labels;
 use crate::model::{Body, Facts, ObjectKey, Origin, Template};
 
@@ -47,7 +48,7 @@ const CLUSTER_SCOPED: &[(&str, &str)] = &[
 
 /// Whether an apiVersion belongs to Karmada's own API groups.
 pub fn is_karmada_group(api_version: &str) -> bool {
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let group = api_group(api_version);
     group == "karmada.io" || group.ends_with(".karmada.io")
 }
 
@@ -118,9 +119,9 @@ pub fn raw(object: Value, origin: &Origin) -> Result<Raw, LoadError> {
         _ => return Err(invalid("metadata.name must be a non-empty string".into())),
     };
     super::validate::type_meta(&api_version, &kind).map_err(invalid)?;
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let group = api_group(&api_version);
     super::validate::name(name_rule(group, &kind), &name).map_err(|m| invalid(format!("metadata.name: {m}")))?;
-    let labels: Labels = string_map(metadata, "labels").map_err(invalid)?.into_iter().collect();
+    let labels = Labels::from(string_map(metadata, "labels").map_err(invalid)?);
     string_map(metadata, "annotations").map_err(invalid)?;
     let namespace = match metadata.get("namespace") {
         Some(Value::String(ns)) if !ns.is_empty() => {
@@ -146,7 +147,7 @@ fn crd_scope(crd: &Value) -> Option<(String, String, bool)> {
 /// kinds to `default` (as `kubectl apply` does) and drops it from cluster-scoped ones
 /// ([`Template::object`] writes the key's namespace into the tree it gives).
 pub fn keyed(raw: &Raw, origin: Origin, scopes: &Scopes) -> Result<Template, LoadError> {
-    let group = raw.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let group = api_group(&raw.api_version);
     let namespace = if scopes.is_cluster_scoped(group, &raw.kind) {
         None
     } else {

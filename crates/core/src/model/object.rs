@@ -38,7 +38,7 @@ impl ObjectKey {
 
     /// The API group: the part of `apiVersion` before the slash, empty for the core group.
     pub fn group(&self) -> &str {
-        self.api_version.rsplit_once('/').map_or("", |(group, _)| group)
+        api_group(&self.api_version)
     }
 
     /// The one text spelling of a key, wherever a key is stored or looked up (inventory
@@ -48,6 +48,11 @@ impl ObjectKey {
     pub fn spelled(&self) -> String {
         format!("{}/{}/{}/{}", self.api_version, self.kind, self.namespace.as_deref().unwrap_or(""), self.name)
     }
+}
+
+/// The API group of an `apiVersion`: the part before the slash, empty for the core group.
+pub fn api_group(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
 }
 
 /// A string that is not a [`ObjectKey::spelled`] key.
@@ -140,28 +145,24 @@ pub struct Facts {
     /// Objects the pod spec names (kind, name), in the template's namespace: what
     /// `propagateDeps` carries along.
     pub references: Vec<(&'static str, Box<str>)>,
-    /// The template's `work.karmada.io/conflict-resolution` annotation, when it is one
-    /// of the two values Karmada reads.
-    pub conflict_resolution: Option<&'static str>,
+    /// The template's `work.karmada.io/conflict-resolution` annotation, as written
+    /// (`render::conflict_resolution` reads it).
+    pub conflict_resolution: Option<Box<str>>,
 }
 
 impl Facts {
     /// The facts of an object of `apiVersion` and `kind`.
     pub fn of(api_version: &str, kind: &str, object: &Value) -> Self {
-        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+        let group = api_group(api_version);
         Facts {
             workload: crate::schedule::workload_of(group, kind, object),
             uid: object.pointer("/metadata/uid").and_then(Value::as_str).map(Into::into),
             references: crate::dependencies::references(group, kind, object),
-            conflict_resolution: match object
+            conflict_resolution: object
                 .pointer("/metadata/annotations")
                 .and_then(|a| a.get(crate::render::CONFLICT_ANNOTATION))
                 .and_then(Value::as_str)
-            {
-                Some("overwrite") => Some("overwrite"),
-                Some("abort") => Some("abort"),
-                _ => None,
-            },
+                .map(Into::into),
         }
     }
 }

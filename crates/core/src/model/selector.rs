@@ -51,10 +51,16 @@ impl Labels {
     }
 }
 
+impl From<BTreeMap<String, String>> for Labels {
+    /// A map is sorted and without repeats already.
+    fn from(map: BTreeMap<String, String>) -> Self {
+        Labels(map.into_iter().map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str())).collect())
+    }
+}
+
 impl FromIterator<(String, String)> for Labels {
     fn from_iter<I: IntoIterator<Item = (String, String)>>(pairs: I) -> Self {
-        let map: BTreeMap<String, String> = pairs.into_iter().collect();
-        Labels(map.into_iter().map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str())).collect())
+        Labels::from(pairs.into_iter().collect::<BTreeMap<_, _>>())
     }
 }
 

@@ -72,7 +72,7 @@ fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: So
             (loaded.multi_cluster_services[m].describe("MultiClusterService", "MultiClusterService"), true, false)
         }
     };
-    let resolution = conflict_resolution(template.facts.conflict_resolution, resolution);
+    let resolution = conflict_resolution(template.facts.conflict_resolution.as_deref(), resolution);
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
