@@ -70,6 +70,9 @@ fn sizes(c: &mut Criterion) {
         group.bench_function("parse-only", |b| {
             b.iter(|| black_box(flotilla_core::load::parse_only(&files, &limits).unwrap()))
         });
+        group.bench_function("parse-only-serde-saphyr", |b| {
+            b.iter(|| black_box(flotilla_core::load::parse_only_general(&files, &limits).unwrap()))
+        });
         group.bench_function("plan", |b| b.iter(|| black_box(flotilla_core::plan(&files, &state, &limits).unwrap())));
         group.finish();
     }
@@ -98,7 +101,9 @@ fn scaling(c: &mut Criterion) {
 }
 
 /// The same documents (the M corpus, split by flotilla) parsed into a JSON tree on one
-/// core by each maintained YAML crate: the comparison behind choosing serde-saphyr.
+/// core by each maintained YAML crate, and by flotilla's reader (the common subset
+/// straight from serde-saphyr's parser, serde-saphyr for the rest): the comparison
+/// behind choosing serde-saphyr, and what the subset reader saves.
 fn yaml_crates(c: &mut Criterion) {
     let files = repo(5_000, 20);
     let docs: Vec<&str> = files
@@ -109,6 +114,18 @@ fn yaml_crates(c: &mut Criterion) {
         .collect();
     let mut group = c.benchmark_group("yaml-crates-M");
     group.throughput(Throughput::Bytes(bytes(&files)));
+    let limits = Limits::default();
+    for d in &docs {
+        let general = serde_saphyr::from_str::<serde_json::Value>(d).unwrap();
+        assert_eq!(flotilla_core::load::parse_embedded(d, &limits).unwrap(), general, "{d}");
+    }
+    group.bench_function("flotilla", |b| {
+        b.iter(|| {
+            for d in &docs {
+                black_box(flotilla_core::load::parse_embedded(d, &limits).unwrap());
+            }
+        })
+    });
     group.bench_function("serde-saphyr", |b| {
         b.iter(|| {
             for d in &docs {

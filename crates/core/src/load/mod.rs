@@ -8,9 +8,10 @@
 mod cache;
 mod scope;
 mod split;
+mod subset;
 mod typed;
 
-use typed::{typed, typed_with_labels};
+use typed::{Source, typed, typed_with_labels};
 mod validate;
 
 use std::collections::BTreeMap;
@@ -131,19 +132,43 @@ pub fn load(files: &RepoFiles, limits: &Limits) -> Result<Loaded, LoadError> {
     load_cached(files, &mut ParseCache::default(), limits)
 }
 
-/// Splits and parses every document into a JSON tree without interpreting it: the
-/// floor under [`load`]'s cost, measured next to it by the benchmarks.
+/// Splits and parses every document into a JSON tree without interpreting it, as
+/// [`load`] parses them: the floor under its cost, measured next to it by the benchmarks.
 pub fn parse_only(files: &RepoFiles, limits: &Limits) -> Result<usize, LoadError> {
+    let (chunks, _, _) = cache::split_files(files, &ParseCache::default(), limits)?;
+    let parsed: Result<Vec<(Value, usize)>, LoadError> =
+        chunks.par_iter().map(|(file, chunk)| parse_tree(file, chunk, limits)).collect();
+    Ok(parsed?.len())
+}
+
+/// The same floor with every document read by serde-saphyr, as before the subset
+/// reader: the benchmarks' measure of what [`subset`] saves.
+pub fn parse_only_general(files: &RepoFiles, limits: &Limits) -> Result<usize, LoadError> {
     let (chunks, _, _) = cache::split_files(files, &ParseCache::default(), limits)?;
     let parsed: Result<Vec<Value>, LoadError> =
         chunks.par_iter().map(|(file, chunk)| parse_as::<Value>(file, chunk, limits)).collect();
     Ok(parsed?.len())
 }
 
-/// Parses YAML text embedded in a manifest (a FieldOverrider's `yaml` target) with the
-/// same budgets and YAML 1.1 scalars as a document of the repository.
+/// One document's tree and node count: the common subset of YAML read straight from
+/// the parser's events ([`subset`]), anything else by serde-saphyr, whose errors and
+/// budgets are the ones reported either way.
+fn parse_tree(file: &str, chunk: &Chunk<'_>, limits: &Limits) -> Result<(Value, usize), LoadError> {
+    if let Some(read) = subset::tree(chunk.text, limits) {
+        return Ok(read);
+    }
+    let value: Value = parse_as(file, chunk, limits)?;
+    let nodes = count_nodes(&value);
+    Ok((value, nodes))
+}
+
+/// Parses YAML text embedded in a manifest (a FieldOverrider's `yaml` target) as a
+/// document of the repository is parsed: the same reader, budgets and YAML 1.1 scalars.
 pub fn parse_embedded(text: &str, limits: &Limits) -> Result<Value, serde_saphyr::Error> {
-    serde_saphyr::from_str_with_options(text, parse_options(limits))
+    match subset::tree(text, limits) {
+        Some((value, _)) => Ok(value),
+        None => serde_saphyr::from_str_with_options(text, parse_options(limits)),
+    }
 }
 
 fn parse_options(limits: &Limits) -> serde_saphyr::Options {
@@ -196,8 +221,7 @@ fn parse_document(
     if spent.load(Ordering::Relaxed) > limits.max_total_nodes {
         return Err(over());
     }
-    let value: Value = parse_as(file, chunk, limits)?;
-    let nodes = count_nodes(&value);
+    let (value, nodes) = parse_tree(file, chunk, limits)?;
     if spent.fetch_add(nodes, Ordering::Relaxed) + nodes > limits.max_total_nodes {
         return Err(over());
     }
@@ -239,35 +263,41 @@ fn classify(
     if scope::is_karmada_group(api_version) {
         validate::label_selectors(&value).map_err(invalid)?;
     }
+    let source = Source { chunk, tree: &value };
     let parsed = match (api_version, kind) {
         (_, "List") if api_version == "v1" => return list_items(value, &origin),
         ("policy.karmada.io/v1alpha1", "PropagationPolicy") => {
-            Parsed::Propagation(Arc::new(typed(file, chunk, limits, &origin, true, validate::propagation)?))
+            Parsed::Propagation(Arc::new(typed(file, source, limits, &origin, true, validate::propagation)?))
         }
         ("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy") => {
-            Parsed::Propagation(Arc::new(typed(file, chunk, limits, &origin, false, validate::propagation)?))
+            Parsed::Propagation(Arc::new(typed(file, source, limits, &origin, false, validate::propagation)?))
         }
         ("policy.karmada.io/v1alpha1", "OverridePolicy") => {
-            Parsed::Override(Arc::new(typed(file, chunk, limits, &origin, true, validate::overrides)?))
+            Parsed::Override(Arc::new(typed(file, source, limits, &origin, true, validate::overrides)?))
         }
         ("policy.karmada.io/v1alpha1", "ClusterOverridePolicy") => {
-            Parsed::Override(Arc::new(typed(file, chunk, limits, &origin, false, validate::overrides)?))
+            Parsed::Override(Arc::new(typed(file, source, limits, &origin, false, validate::overrides)?))
         }
         ("cluster.karmada.io/v1alpha1", "Cluster") => {
             let (named, labels) =
-                typed_with_labels::<ClusterSpec>(file, chunk, limits, &origin, false, validate::cluster)?;
+                typed_with_labels::<ClusterSpec>(file, source, limits, &origin, false, validate::cluster)?;
             validate::cluster_name(&named.name).map_err(invalid)?;
             Parsed::Cluster(Box::new(Cluster { name: named.name, labels, spec: named.spec, origin: origin.clone() }))
         }
         ("autoscaling.karmada.io/v1alpha1", "FederatedHPA") => {
-            Parsed::FederatedHpa(Arc::new(typed(file, chunk, limits, &origin, true, validate::federated_hpa)?))
+            Parsed::FederatedHpa(Arc::new(typed(file, source, limits, &origin, true, validate::federated_hpa)?))
         }
-        ("autoscaling.karmada.io/v1alpha1", "CronFederatedHPA") => {
-            Parsed::CronFederatedHpa(Arc::new(typed(file, chunk, limits, &origin, true, validate::cron_federated_hpa)?))
-        }
+        ("autoscaling.karmada.io/v1alpha1", "CronFederatedHPA") => Parsed::CronFederatedHpa(Arc::new(typed(
+            file,
+            source,
+            limits,
+            &origin,
+            true,
+            validate::cron_federated_hpa,
+        )?)),
         ("networking.karmada.io/v1alpha1", "MultiClusterService") => Parsed::MultiClusterService(Arc::new(typed(
             file,
-            chunk,
+            source,
             limits,
             &origin,
             true,
@@ -275,7 +305,7 @@ fn classify(
         )?)),
         ("policy.karmada.io/v1alpha1", "ClusterTaintPolicy") => Parsed::ClusterTaintPolicy(Arc::new(typed(
             file,
-            chunk,
+            source,
             limits,
             &origin,
             false,
