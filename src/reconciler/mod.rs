@@ -138,9 +138,14 @@ impl Reconciler {
         }
     }
 
-    /// Sleeps until the next fetch is due, or something wakes the loop earlier.
+    /// Sleeps until the next fetch or resync is due, or something wakes the loop earlier.
     async fn wait(&self, state: &mut State, inputs: &mut Inputs, leading: bool) {
-        let interval = if leading { self.settings.interval } else { Duration::MAX };
+        let interval = if leading {
+            // A resync wakes the loop as a fetch does; it fetches first, as every wake-up.
+            self.settings.interval.min(state.until_resync(Instant::now()))
+        } else {
+            Duration::MAX
+        };
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = crate::leader::changed(&mut inputs.leading) => {}

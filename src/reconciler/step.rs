@@ -127,7 +127,14 @@ impl State {
     }
 
     fn due(&self, now: Instant) -> bool {
-        self.last_cycle.is_none_or(|t| now.saturating_duration_since(t) >= self.resync)
+        self.until_resync(now).is_zero()
+    }
+
+    /// How long until a resync is due (zero when it is): the loop sleeps no longer than
+    /// this, so drift is corrected every `resync` even when fetches are hours apart
+    /// (webhooks announcing pushes, `--interval 1h`).
+    pub fn until_resync(&self, now: Instant) -> Duration {
+        self.last_cycle.map_or(Duration::ZERO, |t| self.resync.saturating_sub(now.saturating_duration_since(t)))
     }
 
     /// Takes one event; returns what to do.
@@ -272,6 +279,15 @@ mod tests {
             fetched(&mut state, rev(1), t0 + Duration::from_secs(300)),
             [Action::Reconcile { revision: rev(1), why: Why::Resync }]
         );
+    }
+
+    #[test]
+    fn the_loop_is_told_when_the_next_resync_is_due() {
+        let t0 = Instant::now();
+        assert_eq!(State::new(Duration::from_secs(300)).until_resync(t0), Duration::ZERO, "nothing applied yet");
+        let state = applied(t0);
+        assert_eq!(state.until_resync(t0 + Duration::from_secs(100)), Duration::from_secs(200));
+        assert_eq!(state.until_resync(t0 + Duration::from_secs(400)), Duration::ZERO);
     }
 
     #[test]

@@ -67,6 +67,34 @@ fn sign(secret: &[u8], body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// Webhook-driven controllers fetch rarely (`--interval 1h`); drift is still corrected
+/// every `--resync`, not at the next fetch.
+#[tokio::test(flavor = "multi_thread")]
+async fn drift_is_corrected_every_resync_even_when_fetches_are_an_hour_apart() {
+    let members = members();
+    let ns = "e2e-resync";
+    let repo = serve(&fleet(ns, &[("kept", &["member1"])]));
+    let http_port = free_port();
+    let cache = tempfile::tempdir().unwrap();
+    let _controller = Running(
+        run_from_daemon(repo.port)
+            .args(["--interval", "1h", "--resync", "2s", "--instance", "resync"])
+            .args(["--kubeconfig", members.kubeconfig().to_str().unwrap()])
+            .args(["--listen", &format!("127.0.0.1:{http_port}"), "--cache-dir", cache.path().to_str().unwrap()])
+            .quiet(),
+    );
+    wait_for("readyz", Duration::from_secs(60), || async { ready(http_port) }).await;
+    let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
+    assert!(cms.get_opt("kept").await.unwrap().is_some());
+    cms.delete("kept", &Default::default()).await.unwrap();
+    let deleted = Instant::now();
+    wait_for("the deleted ConfigMap back", Duration::from_secs(20), || async {
+        cms.get_opt("kept").await.unwrap().is_some()
+    })
+    .await;
+    eprintln!("drift corrected {:?} after the delete (resync 2s, interval 1h)", deleted.elapsed());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_takes_webhooks() {
     let members = members();
