@@ -140,6 +140,11 @@ impl Reconciler {
 
     /// Sleeps until the next fetch or resync is due, or something wakes the loop earlier.
     async fn wait(&self, state: &mut State, inputs: &mut Inputs, leading: bool) {
+        // A stop seen mid-cycle is already marked seen: `stop.changed()` below would not
+        // fire again, and the loop would sleep a whole interval before it stopped.
+        if *inputs.stop.borrow() {
+            return;
+        }
         let interval = if leading {
             // A resync wakes the loop as a fetch does; it fetches first, as every wake-up.
             self.settings.interval.min(state.until_resync(Instant::now()))

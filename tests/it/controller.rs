@@ -95,6 +95,70 @@ async fn drift_is_corrected_every_resync_even_when_fetches_are_an_hour_apart() {
     eprintln!("drift corrected {:?} after the delete (resync 2s, interval 1h)", deleted.elapsed());
 }
 
+/// A stop that comes mid-reconcile ends the controller then, not after the next poll
+/// interval. The cycle is held open by a member whose API server is stopped (SIGSTOP):
+/// it stays Ready until its probes have failed for 30 s, so the cycle waits on it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_during_a_reconcile_ends_the_controller_at_once() {
+    let dedicated = crate::members::Dedicated::start(1);
+    let members = &dedicated.0;
+    let ns = "e2e-stop";
+    // member1 alone, and ConfigMaps placed on it.
+    let one = |names: &[&str]| {
+        let mut docs = vec![
+            format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n"),
+            "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {name: member1}\nspec: {syncMode: Push}\n".into(),
+            format!("apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: all, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap}}]\n"),
+        ];
+        docs.extend(
+            names
+                .iter()
+                .map(|n| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {n}, namespace: {ns}}}\n")),
+        );
+        docs.join("---\n")
+    };
+    let repo = serve(&one(&["first"]));
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret_file = secret_dir.path().join("secret");
+    std::fs::write(&secret_file, b"stop-secret").unwrap();
+    let http_port = free_port();
+    let mut controller = Running(
+        run_from_daemon(repo.port)
+            .args(["--interval", "1h", "--instance", "stop", "--kubeconfig", members.kubeconfig().to_str().unwrap()])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{http_port}"),
+                "--webhook-secret-file",
+                secret_file.to_str().unwrap(),
+            ])
+            .args(["--cache-dir", secret_dir.path().join("cache").to_str().unwrap(), "--request-timeout", "60s"])
+            .quiet(),
+    );
+    wait_for("readyz", Duration::from_secs(60), || async { ready(http_port) }).await;
+    write(repo.work.path(), "fleet.yaml", one(&["first", "second"]).as_bytes());
+    commit_and_push(repo.work.path(), "second");
+    members.freeze("member1", true);
+    let body = br#"{"ref":"refs/heads/main"}"#;
+    assert_eq!(
+        http(http_port, "POST", "/webhook/github", &[("X-Hub-Signature-256", &sign(b"stop-secret", body))], body).0,
+        202
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    signal(&controller, "TERM");
+    let stopped = Instant::now();
+    let mut exited = false;
+    while stopped.elapsed() < Duration::from_secs(10) {
+        if controller.0.try_wait().unwrap().is_some() {
+            exited = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    members.freeze("member1", false);
+    assert!(exited, "still running 10 s after SIGTERM");
+    eprintln!("stopped {:?} after SIGTERM, mid-reconcile", stopped.elapsed());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_follows_the_branch_keeps_the_last_good_revision_and_takes_webhooks() {
     let members = members();
