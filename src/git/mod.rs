@@ -10,6 +10,7 @@ mod auth;
 mod branch;
 mod read;
 mod verify;
+mod watch;
 
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ pub use auth::GitAuth;
 pub use branch::{Branch, FetchError, Files, Pushed, check_transport, is_url};
 pub use read::{read, read_cached, read_commit};
 pub use verify::{Unverified, Verifier};
+pub use watch::watch_local;
 
 /// Where a local directory's manifests come from, for the inventory: inside a Git work
 /// tree, its `origin` URL (else the work tree's path), the branch (`rev`, else the
@@ -117,30 +119,4 @@ impl Git {
         self.jobs.send(job).map_err(|_| Stopped)?;
         rx.await.map_err(|_| Stopped)
     }
-}
-
-/// For a local repository, calls `changed` when its Git directory changes (a commit, a
-/// reset), debounced, so a development loop does not wait for the poll interval. Remote
-/// URLs are fetched on the interval or a webhook instead: `None`.
-pub fn watch_local(
-    repo: &str,
-    changed: impl Fn() + Send + 'static,
-) -> anyhow::Result<Option<notify_debouncer_mini::Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>>> {
-    use anyhow::Context;
-    if is_url(repo) {
-        return Ok(None);
-    }
-    let git_dir = git2::Repository::open(repo).context("opening the repository")?.path().to_path_buf();
-    let mut debouncer = notify_debouncer_mini::new_debouncer(Duration::from_millis(200), move |events| {
-        if matches!(events, Ok(ref e) if !Vec::is_empty(e)) {
-            changed();
-        }
-    })
-    .context("watching the repository")?;
-    debouncer
-        .watcher()
-        .watch(&git_dir, notify_debouncer_mini::notify::RecursiveMode::Recursive)
-        .with_context(|| format!("watching {}", git_dir.display()))?;
-    tracing::info!(path = %git_dir.display(), "watching the local repository for commits");
-    Ok(Some(debouncer))
 }
