@@ -2,14 +2,14 @@
 //! interval: a commit or a reset wakes the controller, and reading the repository does
 //! not. Every fetch opens the repository's files, and inotify reports opens and closes;
 //! a watcher that counted those would wake the next fetch, and that one the next
-//! (notify-debouncer-mini cannot tell them apart: it keeps paths, not kinds).
+//! (notify-debouncer-mini, used before, could not tell them apart: it keeps paths, not kinds).
 
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
 use anyhow::Context;
-use notify_debouncer_mini::notify::{self, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
 use super::is_url;
 
