@@ -16,13 +16,18 @@ go_minor=$(go env GOVERSION | sed -nE 's/^go1\.([0-9]+).*/\1/p')
 [ "${go_minor:-0}" -ge 26 ] || { echo "build-tools: Go >= 1.26 is required, found $(go env GOVERSION)" >&2; exit 1; }
 
 # build MODULE_DIR VERSION_LDFLAGS PACKAGE... (TAGS and CGO_ENABLED from the caller's
-# environment, for the one module that needs them)
+# environment, for the one module that needs them; STAMP names the stamp when one module
+# is built in two parts)
 build() {
   local dir=$1 ldflags=$2; shift 2
-  local stamp="$bin/.stamp-$(basename "$dir")"
+  local stamp="$bin/.stamp-${STAMP:-$(basename "$dir")}"
   local want; want=$( (cat "$dir/go.mod" "$dir/go.sum" $(ls "$dir"/*.go 2>/dev/null); echo "$ldflags ${TAGS:-} $CGO_ENABLED"; go version) | sha256sum | cut -c1-16)
   local missing=0
-  for pkg in "$@"; do [ -x "$bin/$(basename "$pkg")" ] || missing=1; done
+  for pkg in "$@"; do
+    # Go names a binary after its package, skipping a major-version suffix (`/v5`).
+    local name; name=$(basename "$pkg"); [[ "$name" =~ ^v[0-9]+$ ]] && name=$(basename "$(dirname "$pkg")")
+    [ -x "$bin/$name" ] || missing=1
+  done
   if [ "$missing" = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     return 0
   fi
@@ -41,6 +46,15 @@ build "$here/tools/kubernetes" \
   "-X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
 build "$here/tools/kwok" "" sigs.k8s.io/kwok/cmd/kwok
+if [ "${1:-}" = peers ]; then
+  STAMP=kubectl build "$here/tools/kubernetes" \
+    "-X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
+    k8s.io/kubernetes/cmd/kubectl
+  build "$here/tools/flux-source" "" github.com/fluxcd/source-controller
+  build "$here/tools/flux-kustomize" "" github.com/fluxcd/kustomize-controller
+  build "$here/tools/flux-notification" "" github.com/fluxcd/notification-controller
+  build "$here/tools/kustomize" "" sigs.k8s.io/kustomize/kustomize/v5
+fi
 # Gitea, the forge of the preview tests: SQLite needs cgo (a C compiler). It reads its
 # locales and templates from disk (no bindata), copied next to the binary.
 command -v cc >/dev/null || { echo "build-tools: a C compiler (cc) is required to build Gitea with SQLite: apt-get install gcc" >&2; exit 1; }

@@ -33,6 +33,9 @@ def main():
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body leave in two writes; without TCP_NODELAY the second waits for
+        # the client's delayed ACK (40 ms and more per request).
+        disable_nagle_algorithm = True
 
         def log_message(self, fmt, *a):
             sys.stderr.write("git-https: " + (fmt % a) + "\n")

@@ -11,8 +11,8 @@ use std::fmt::Write;
 pub const SIZES: [(&str, usize, usize); 3] = [("S", 300, 3), ("M", 5_000, 20), ("L", 50_000, 100)];
 
 const NAMESPACES: usize = 10;
-/// Templates per policy.
-const PER_POLICY: usize = 10;
+/// Templates per policy (and per team).
+pub const PER_POLICY: usize = 10;
 
 /// Path → file content.
 pub fn generate(templates: usize, clusters: usize) -> BTreeMap<String, String> {
@@ -55,7 +55,8 @@ fn namespace(t: usize) -> usize {
     (t / PER_POLICY) % NAMESPACES
 }
 
-fn template(out: &mut String, t: usize) {
+/// Template `t` as YAML, appended to `out` (each template's team is `t / PER_POLICY`).
+pub fn template(out: &mut String, t: usize) {
     let ns = namespace(t);
     let team = t / PER_POLICY;
     match t % 4 {
