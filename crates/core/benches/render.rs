@@ -100,18 +100,23 @@ fn scaling(c: &mut Criterion) {
     group.finish();
 }
 
+/// Every document of a repo, split as flotilla splits them.
+fn documents(files: &RepoFiles) -> Vec<&str> {
+    files
+        .files
+        .values()
+        .flat_map(|f| flotilla_core::load::split(std::str::from_utf8(f).unwrap()))
+        .map(|c| c.text)
+        .collect()
+}
+
 /// The same documents (the M corpus, split by flotilla) parsed into a JSON tree on one
 /// core by each maintained YAML crate, and by flotilla's reader (the common subset
 /// straight from serde-saphyr's parser, serde-saphyr for the rest): the comparison
 /// behind choosing serde-saphyr, and what the subset reader saves.
 fn yaml_crates(c: &mut Criterion) {
     let files = repo(5_000, 20);
-    let docs: Vec<&str> = files
-        .files
-        .values()
-        .flat_map(|f| flotilla_core::load::split(std::str::from_utf8(f).unwrap()))
-        .map(|chunk| chunk.text)
-        .collect();
+    let docs = documents(&files);
     let mut group = c.benchmark_group("yaml-crates-M");
     group.throughput(Throughput::Bytes(bytes(&files)));
     let limits = Limits::default();
@@ -150,5 +155,42 @@ fn yaml_crates(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sizes, scaling, yaml_crates, one_file_commit);
+/// The parsers' event streams alone on the M corpus, one core: the ceiling of a tree
+/// builder over each. granit-parser is serde-saphyr's parser, which flotilla's subset
+/// reader builds on; libyaml-safer is a safe Rust port of libyaml (which go-yaml, and so
+/// Kubernetes, is a port of too), studied and not adopted (docs/performance.md).
+fn yaml_events(c: &mut Criterion) {
+    let files = repo(5_000, 20);
+    let docs = documents(&files);
+    let mut group = c.benchmark_group("yaml-events-M");
+    group.throughput(Throughput::Bytes(bytes(&files)));
+    group.bench_function("granit-parser", |b| {
+        b.iter(|| {
+            for d in &docs {
+                for event in granit_parser::Parser::new_from_str(d) {
+                    black_box(event.unwrap());
+                }
+            }
+        })
+    });
+    group.bench_function("libyaml-safer", |b| {
+        b.iter(|| {
+            for d in &docs {
+                let mut input = d.as_bytes();
+                let mut parser = libyaml_safer::Parser::new();
+                parser.set_input_string(&mut input);
+                loop {
+                    let event = parser.parse().unwrap();
+                    if matches!(event.data, libyaml_safer::EventData::StreamEnd) {
+                        break;
+                    }
+                    black_box(event);
+                }
+            }
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, sizes, scaling, yaml_crates, yaml_events, one_file_commit);
 criterion_main!(benches);
