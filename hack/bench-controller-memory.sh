@@ -85,4 +85,6 @@ curl -sf "http://127.0.0.1:$port/metrics" | awk '/^flotilla_heap_(allocated|free
 [ -n "$first" ] || { echo "the first full apply never completed:" >&2; failures >&2; exit 1; }
 if [ -n "$(failures)" ]; then echo "clusters with failed objects at the end:" >&2; failures >&2; exit 1; fi
 echo "commits made during the run: $n; errors logged: $(grep -c ERROR "$work/log" || true)"
-grep ERROR "$work/log" | sed 's/\x1b\[[0-9;]*m//g' | cut -c1-300 | sort | uniq -c | head -5
+# The errors by kind, most frequent first: the cluster and object named in each are left
+# out, so twenty members' copies of one error count as one line.
+grep ERROR "$work/log" | sed -E 's/\x1b\[[0-9;]*m//g; s/ (cluster|object)=("[^"]*"|[^ ]*)//g' | cut -c1-300 | sort | uniq -c | sort -rn | head -10
