@@ -5,10 +5,15 @@
 # records every request). Needs kubectl. Usage: hack/bench-apply.sh [N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The target directory the other scripts and CI share (a cold release build takes ten minutes).
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/target}
 n=${1:-1000}
-command -v kubectl >/dev/null || { echo "bench-apply: kubectl is required" >&2; exit 1; }
+command -v kubectl >/dev/null || {
+  echo "bench-apply: kubectl is required: hack/build-tools.sh peers builds it into ~/.cache/flotilla/bin (put that on PATH)" >&2
+  exit 1
+}
 cargo build --release -q --bin flotilla
-flotilla=${CARGO_TARGET_DIR:-target}/release/flotilla
+flotilla=$CARGO_TARGET_DIR/release/flotilla
 work=$(mktemp -d)
 export FLOTILLA_CLUSTERS_DIR=$work/clusters KUBECONFIG_OUT=$work/members.config
 cat >"$work/audit-all.yaml" <<'POLICY'

@@ -4,9 +4,11 @@
 # plus writing every manifest), with peak RSS. Usage: hack/bench-render.sh [SIZE...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The target directory the other scripts and CI share (a cold release build takes ten minutes).
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/target}
 sizes=("${@:-S M L}")
 cargo build --release -q -p flotilla-core --example generate-repo
-target=${CARGO_TARGET_DIR:-target}
+target=$CARGO_TARGET_DIR
 bin=${FLOTILLA_BIN:-}
 if [ -z "$bin" ]; then cargo build --release -q --bin flotilla -p flotilla; bin=$target/release/flotilla; fi
 work=$(mktemp -d)
