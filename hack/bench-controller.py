@@ -71,13 +71,16 @@ class Member:
 
 
 def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
+    """Each mode is a controller of the one instance `bench`: the second takes over the
+    first's inventory and objects. Under two instance names the second would find every
+    object another instance's, which flotilla never takes over."""
     secret = b"bench-secret"
     tmp = pathlib.Path(tempfile.mkdtemp())
     (tmp / "secret").write_bytes(secret)
     port = free_port()
     binary = controller_binary()
     args = [str(binary), "run", "--insecure-allow-http", "--repo", f"git://127.0.0.1:{git_port}/fleet.git", "--kubeconfig", str(kubeconfig),
-            "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "cache"), "--instance", f"bench-{name}",
+            "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "cache"), "--instance", "bench",
             "--interval", "60" if webhook else "1", "--webhook-secret-file", str(tmp / "secret")]
     controller = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
     members = [Member(state, i) for i in (1, 2, 3)]
