@@ -6,6 +6,7 @@
 //! a plan is never built from half a repo.
 
 mod cache;
+mod karmada;
 mod scope;
 mod split;
 mod subset;
@@ -263,58 +264,16 @@ fn classify(
     if scope::is_karmada_group(api_version) {
         validate::label_selectors(&value).map_err(invalid)?;
     }
+    if api_version == "v1" && kind == "List" {
+        return list_items(value, &origin);
+    }
     let source = Source { chunk, tree: &value };
-    let parsed = match (api_version, kind) {
-        (_, "List") if api_version == "v1" => return list_items(value, &origin),
-        ("policy.karmada.io/v1alpha1", "PropagationPolicy") => {
-            Parsed::Propagation(Arc::new(typed(file, source, limits, &origin, true, validate::propagation)?))
-        }
-        ("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy") => {
-            Parsed::Propagation(Arc::new(typed(file, source, limits, &origin, false, validate::propagation)?))
-        }
-        ("policy.karmada.io/v1alpha1", "OverridePolicy") => {
-            Parsed::Override(Arc::new(typed(file, source, limits, &origin, true, validate::overrides)?))
-        }
-        ("policy.karmada.io/v1alpha1", "ClusterOverridePolicy") => {
-            Parsed::Override(Arc::new(typed(file, source, limits, &origin, false, validate::overrides)?))
-        }
-        ("cluster.karmada.io/v1alpha1", "Cluster") => {
-            let (named, labels) =
-                typed_with_labels::<ClusterSpec>(file, source, limits, &origin, false, validate::cluster)?;
-            validate::cluster_name(&named.name).map_err(invalid)?;
-            Parsed::Cluster(Box::new(Cluster { name: named.name, labels, spec: named.spec, origin: origin.clone() }))
-        }
-        ("autoscaling.karmada.io/v1alpha1", "FederatedHPA") => {
-            Parsed::FederatedHpa(Arc::new(typed(file, source, limits, &origin, true, validate::federated_hpa)?))
-        }
-        ("autoscaling.karmada.io/v1alpha1", "CronFederatedHPA") => Parsed::CronFederatedHpa(Arc::new(typed(
-            file,
-            source,
-            limits,
-            &origin,
-            true,
-            validate::cron_federated_hpa,
-        )?)),
-        ("networking.karmada.io/v1alpha1", "MultiClusterService") => Parsed::MultiClusterService(Arc::new(typed(
-            file,
-            source,
-            limits,
-            &origin,
-            true,
-            validate::multi_cluster_service,
-        )?)),
-        ("policy.karmada.io/v1alpha1", "ClusterTaintPolicy") => Parsed::ClusterTaintPolicy(Arc::new(typed(
-            file,
-            source,
-            limits,
-            &origin,
-            false,
-            validate::cluster_taint_policy,
-        )?)),
-        _ if scope::is_karmada_group(api_version) => {
+    let parsed = match karmada::object(api_version, kind, file, source, limits, &origin)? {
+        Some(parsed) => parsed,
+        None if scope::is_karmada_group(api_version) => {
             return Err(invalid(format!("{api_version} {kind} is not supported by flotilla")));
         }
-        _ => Parsed::Template(Arc::new(scope::raw(value, &origin)?)),
+        None => Parsed::Template(Arc::new(scope::raw(value, &origin)?)),
     };
     Ok(vec![(origin, parsed)])
 }
