@@ -26,7 +26,8 @@ Services), each side in turn, alone on the machine:
 Usage: hack/bench-peers.py apply SIZE... (from hack/bench-peers.sh)
 Environment: FLOTILLA_BIN, FLOTILLA_TOOLS_BIN (kubectl, source-controller,
 kustomize-controller, notification-controller), COMMITS (default 20),
-RESYNCS (resyncs per member in the steady window, default 6).
+RESYNCS (resyncs per member in the steady window, default 6), SIDES (default
+"flotilla flux"; one side alone, to look at it).
 """
 import base64
 import hashlib
@@ -50,6 +51,7 @@ TOOLS = pathlib.Path(os.environ["FLOTILLA_TOOLS_BIN"])
 FLOTILLA = os.environ["FLOTILLA_BIN"]
 COMMITS = int(os.environ.get("COMMITS", "20"))
 RESYNCS = int(os.environ.get("RESYNCS", "6"))
+SIDES = os.environ.get("SIDES", "flotilla flux").split()
 MEMBERS = (1, 2, 3)
 SECRET = b"bench-peers-webhook"
 
@@ -512,7 +514,7 @@ def main():
         for size in sizes:
             write_repo(env.work, size, "0")
             push(env.work, f"size {size}")
-            for side in (Flotilla(env, size), Flux(env, size)):
+            for side in [{"flotilla": Flotilla, "flux": Flux}[name](env, size) for name in SIDES]:
                 env.running = side
                 results.append(side.measure())
                 env.running = None

@@ -11,7 +11,7 @@
 #                                            of equivalent per-cluster overlays
 #                                            (default M L), outputs checked equal
 #   hack/bench-peers.sh                      both, with the defaults
-# Environment: COMMITS, RESYNCS (apply), RUNS (render, default 3).
+# Environment: COMMITS, RESYNCS, SIDES (apply), RUNS (render, default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/target}

@@ -37,8 +37,8 @@ mod telemetry;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     telemetry::init(cli.log_format);
-    if let Err(e) = git::bound_network_time() {
-        eprintln!("error: cannot set Git's network timeouts: {e}");
+    if let Err(e) = git::prepare_network() {
+        eprintln!("error: cannot set up Git's networking: {e}");
         return ExitCode::from(2);
     }
     match commands::run(cli) {

@@ -9,6 +9,7 @@
 mod auth;
 mod branch;
 mod read;
+mod socket;
 mod verify;
 mod watch;
 
@@ -61,12 +62,13 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// fetch or push fails.
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Bounds every network operation of libgit2 (connect, then each read and write on the
-/// connection), so a fetch or push against an unresponsive remote fails instead of
-/// hanging. Must be called before any other thread starts: libgit2 keeps these in
-/// globals without synchronisation.
+/// Readies libgit2's networking: every TCP connection is one of ours, with Nagle's
+/// algorithm off ([`socket`]), and every network operation is bounded (connect, then
+/// each read and write on the connection), so a fetch or push against an unresponsive
+/// remote fails instead of hanging. Must be called before any other thread starts:
+/// libgit2 keeps these in globals without synchronisation.
 #[allow(unsafe_code)]
-pub fn bound_network_time() -> Result<(), git2::Error> {
+pub fn prepare_network() -> Result<(), git2::Error> {
     let millis = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
     // SAFETY: called from `main` before the async runtime or any other thread exists,
     // which is what the functions require (they write libgit2 globals unsynchronised).
@@ -74,7 +76,7 @@ pub fn bound_network_time() -> Result<(), git2::Error> {
         git2::opts::set_server_connect_timeout_in_milliseconds(millis(CONNECT_TIMEOUT))?;
         git2::opts::set_server_timeout_in_milliseconds(millis(STALL_TIMEOUT))?;
     }
-    Ok(())
+    socket::register(CONNECT_TIMEOUT, STALL_TIMEOUT)
 }
 
 type Job = Box<dyn FnOnce(&mut Branch) + Send>;
