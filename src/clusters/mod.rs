@@ -139,11 +139,11 @@ async fn attempt(
     progress: Option<indicatif::ProgressBar>,
 ) -> Result<Report, Failure> {
     let (client, acting) = clients(kubeconfig, cluster, options).await?;
-    let share = share(&client, plan, cluster, options).await?;
     if let Some(bar) = &progress {
         bar.set_message("applying");
     }
     let settings = settings(options, cluster, acting, progress);
+    let share = share(&client, plan, cluster, options);
     apply::reconcile(&client, &plan.revision, share, settings).await.map_err(failure)
 }
 
@@ -192,7 +192,7 @@ async fn observe_one(
     options: Options<'_>,
 ) -> Result<apply::live::LivePlan, Failure> {
     let (client, acting) = clients(kubeconfig, cluster, options).await?;
-    let share = share(&client, plan, cluster, options).await?;
+    let share = share(&client, plan, cluster, options).await.map_err(|e| Failure::of(e, true))?;
     apply::live::observe_share(&client, share, &settings(options, cluster, acting, None)).await.map_err(failure)
 }
 
@@ -202,8 +202,8 @@ async fn share<'p>(
     plan: &'p Plan,
     cluster: &str,
     options: Options<'_>,
-) -> Result<finish::Share<'p>, Failure> {
-    let autoscaled = apply::autoscaled(client).await.map_err(|e| Failure::of(e, true))?;
+) -> Result<finish::Share<'p>, apply::ReconcileError> {
+    let autoscaled = apply::autoscaled(client).await?;
     let context = finish::Context { instance: options.instance, autoscaled: &autoscaled };
     Ok(finish::finish(plan, cluster, context))
 }

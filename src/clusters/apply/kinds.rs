@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use flotilla_core::model::ObjectKey;
 use flotilla_core::render::MANAGED_LABEL;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::core::GroupVersion;
 use kube::discovery::Scope;
 use serde_json::Value;
 
@@ -49,19 +50,27 @@ impl<'a> Kinds<'a> {
         Self { client, acting, known: BTreeMap::new() }
     }
 
+    /// The API of `key`'s kind. The first kind asked of a group version reads that
+    /// group version's whole resource list (one request), and every kind in it is known
+    /// from then on.
     pub(super) async fn resolve(&mut self, key: &ObjectKey) -> Result<(ApiResource, Scope), Unresolved> {
         let id = (key.api_version.clone(), key.kind.clone());
         if let Some(found) = self.known.get(&id) {
             return found.clone();
         }
         let (group, version) = key.api_version.rsplit_once('/').unwrap_or(("", &key.api_version));
-        let gvk = GroupVersionKind::gvk(group, version, &key.kind);
-        let found = kube::discovery::pinned_kind(self.client, &gvk)
-            .await
-            .map(|(ar, caps)| (ar, caps.scope))
-            .map_err(|e| Unresolved::of(format!("{} {}", key.api_version, key.kind), e));
-        self.known.insert(id, found.clone());
-        found
+        let what = || format!("{} {}", key.api_version, key.kind);
+        match kube::discovery::pinned_group(self.client, &GroupVersion::gv(group, version)).await {
+            Ok(served) => {
+                for (ar, caps) in served.versioned_resources(version) {
+                    self.known.entry((key.api_version.clone(), ar.kind.clone())).or_insert(Ok((ar, caps.scope)));
+                }
+            }
+            Err(e) => {
+                self.known.insert(id.clone(), Err(Unresolved::of(what(), e)));
+            }
+        }
+        self.known.entry(id).or_insert_with(|| Err(Unresolved::NotServed(what()))).clone()
     }
 
     /// An already resolved kind.

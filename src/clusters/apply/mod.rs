@@ -117,15 +117,17 @@ pub struct Settings<'a> {
 /// core finishes it: an object is finished when its turn to be applied comes, and
 /// dropped once sent, so at most `concurrency` manifests of a cluster are held at once.
 /// Protected objects (problems, suspended dispatching) are neither applied nor pruned.
-pub async fn reconcile(
+/// The share is made (the member's HPAs read) while the inventory is read.
+pub async fn reconcile<'p>(
     client: &Client,
     revision: &str,
-    share: Share<'_>,
+    share: impl Future<Output = Result<Share<'p>, ReconcileError>>,
     settings: Settings<'_>,
 ) -> Result<Report, ReconcileError> {
     let mut report = Report::default();
+    let (share, (previous, recovering)) =
+        futures::try_join!(share, previous_inventory(client, &settings, &mut report))?;
     let Share { objects: desired, mut protected } = share;
-    let (previous, recovering) = previous_inventory(client, &settings, &mut report).await?;
     if let Some((cluster, project)) = settings.scope {
         protected.extend(previous.objects.iter().filter(|k| project.denies(cluster, k).is_some()).cloned());
     }
