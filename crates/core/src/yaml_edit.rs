@@ -96,17 +96,30 @@ fn offset(marker: &granit_parser::Marker, text: &str) -> usize {
 }
 
 /// Walks the events of one document, following `path` through mappings.
+/// An open collection while [`locate`] walks the events: whether a mapping expecting a
+/// key, and how deep into the path it is (None when off the path).
+struct Open {
+    mapping: bool,
+    key_next: bool,
+    on_path: Option<usize>,
+}
+
+/// A collection starts inside the top of `stack`: the depth of the path it completes
+/// (the root is depth 0; a matched key's value completes `pending`), and a mapping it is
+/// the value of expects a key again.
+fn enter(stack: &mut [Open], pending: Option<usize>) -> Option<usize> {
+    let Some(top) = stack.last_mut() else { return Some(0) };
+    if !top.mapping || top.key_next {
+        return None;
+    }
+    top.key_next = true;
+    pending
+}
+
 fn locate(text: &str, document: usize, path: &[&str]) -> Result<Found, EditError> {
     let mut found = Found::default();
     let parse = |e: granit_parser::ScanError| EditError::Parse { document, message: e.to_string() };
     let events: Vec<(Event<'_>, Span)> = Parser::new_from_str(text).collect::<Result<_, _>>().map_err(parse)?;
-    // Open collections: whether a mapping expecting a key, and how deep into `path`
-    // it is (None when off the path).
-    struct Open {
-        mapping: bool,
-        key_next: bool,
-        on_path: Option<usize>,
-    }
     let mut stack: Vec<Open> = Vec::new();
     // A matched key waiting for its value: the depth it completes.
     let mut pending: Option<usize> = None;
@@ -114,19 +127,7 @@ fn locate(text: &str, document: usize, path: &[&str]) -> Result<Found, EditError
         match event {
             Event::MappingStart(style, ..) | Event::SequenceStart(style, ..) => {
                 let is_map = matches!(event, Event::MappingStart(..));
-                // The root is depth 0; a matched key's value completes its depth.
-                let depth = match stack.last() {
-                    None => Some(0),
-                    Some(top) if top.mapping && !top.key_next => pending,
-                    _ => None,
-                };
-                if let Some(top) = stack.last_mut()
-                    && top.mapping
-                    && !top.key_next
-                {
-                    top.key_next = true;
-                }
-                pending = None;
+                let depth = enter(&mut stack, pending.take());
                 let on_path = if is_map { depth } else { None };
                 if let Some(d) = on_path {
                     let flow = matches!(style, granit_parser::StructureStyle::Flow);
