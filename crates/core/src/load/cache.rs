@@ -18,7 +18,7 @@ use crate::model::{Limits, Loaded, Origin, RepoFiles, Template};
 /// revision.
 #[derive(Debug, Default)]
 pub struct ParseCache {
-    files: HashMap<(String, String), CachedFile>,
+    files: Files,
     /// The CRD scopes the files' templates were keyed under.
     scopes: Option<scope::Scopes>,
 }
@@ -41,7 +41,7 @@ enum Slot {
 
 impl Slot {
     /// The file this slot stands for.
-    fn file<'a>(&'a self, kept: &'a HashMap<(String, String), CachedFile>) -> &'a CachedFile {
+    fn file<'a>(&'a self, kept: &'a Files) -> &'a CachedFile {
         match self {
             Slot::Kept(key) => &kept[key],
             Slot::Loose(entry) => entry,
@@ -70,7 +70,7 @@ fn collect(loaded: &mut Loaded, file: &CachedFile) {
 /// (it was made under the same scopes) and keeping the memo made otherwise.
 fn key_files(
     per_file: Vec<Slot>,
-    kept: &mut HashMap<(String, String), CachedFile>,
+    kept: &mut Files,
     scopes: &scope::Scopes,
     reuse: bool,
 ) -> Result<Vec<Arc<Template>>, LoadError> {
@@ -170,6 +170,21 @@ pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -
         Ok((loaded, scopes))
     };
     let result = classify();
+    settle(cache, result, kept, held)
+}
+
+/// Files by path and content id.
+type Files = HashMap<(String, String), CachedFile>;
+
+/// Hands the cache back what a load leaves: on success the files this revision used,
+/// with the scopes their memos were made under; on failure every parse, used or not,
+/// without memos (they may be keyed under this attempt's scopes).
+fn settle(
+    cache: &mut ParseCache,
+    result: Result<(Loaded, scope::Scopes), LoadError>,
+    mut kept: Files,
+    held: Files,
+) -> Result<Loaded, LoadError> {
     match result {
         Ok((loaded, scopes)) => {
             cache.files = kept;
@@ -177,7 +192,6 @@ pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -
             Ok(loaded)
         }
         Err(e) => {
-            // Memos of this attempt may be keyed under its scopes: keep only the parses.
             kept.extend(held);
             for file in kept.values_mut() {
                 file.keyed = None;
