@@ -7,7 +7,7 @@ use std::fmt;
 use crate::model::Cluster;
 use crate::model::cluster::Evicted;
 use crate::model::policy::{ClusterAffinity, SpreadConstraint, SpreadField, Taint, Toleration};
-use crate::model::selector::Requirement;
+use crate::model::selector::{LabelLookup, Requirement};
 
 /// Karmada's `ClusterMatches`: exclude wins; then label selector, field selector and
 /// names, ANDed; an empty affinity matches every cluster.
@@ -34,14 +34,22 @@ fn field_matches(r: &Requirement, cluster: &Cluster) -> bool {
             _ => false,
         };
     }
-    let mut pseudo = BTreeMap::new();
-    if let Some(p) = cluster.spec.provider.as_ref().filter(|p| !p.is_empty()) {
-        pseudo.insert("provider".to_owned(), p.clone());
+    !r.key.is_empty() && r.matches(&Pseudo(cluster))
+}
+
+/// A cluster's `provider` and `region` read as labels (unset or empty: no label),
+/// without copying them.
+struct Pseudo<'a>(&'a Cluster);
+
+impl LabelLookup for Pseudo<'_> {
+    fn label(&self, key: &str) -> Option<&str> {
+        let value = match key {
+            "provider" => self.0.spec.provider.as_deref(),
+            "region" => self.0.spec.region.as_deref(),
+            _ => None,
+        };
+        value.filter(|v| !v.is_empty())
     }
-    if let Some(region) = cluster.spec.region.as_ref().filter(|r| !r.is_empty()) {
-        pseudo.insert("region".to_owned(), region.clone());
-    }
-    !r.key.is_empty() && r.matches(&pseudo)
 }
 
 /// Kubernetes toleration semantics: empty key with Exists tolerates everything, empty
