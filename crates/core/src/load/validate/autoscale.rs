@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::{Check, ensure};
-use crate::model::autoscale::{CronFederatedHpaSpec, FederatedHpaSpec};
+use crate::model::autoscale::{Behavior, CronFederatedHpaSpec, FederatedHpaSpec};
 
 /// FederatedHPA: `1 <= minReplicas <= maxReplicas` (scale to zero is unsupported).
 pub fn federated_hpa(spec: &mut FederatedHpaSpec, _: Option<&str>) -> Check {
@@ -43,29 +43,32 @@ pub fn federated_hpa(spec: &mut FederatedHpaSpec, _: Option<&str>) -> Check {
             }
         }
     }
-    if let Some(behavior) = &spec.behavior {
-        for (name, rules) in [("scaleUp", &behavior.scale_up), ("scaleDown", &behavior.scale_down)] {
-            let Some(rules) = rules else { continue };
-            let at = format!("spec.behavior.{name}");
-            ensure(rules.stabilization_window_seconds.is_none_or(|w| (0..=3600).contains(&w)), || {
-                format!("{at}.stabilizationWindowSeconds: must be 0 to 3600")
+    spec.behavior.as_ref().map_or(Ok(()), behavior)
+}
+
+/// `spec.behavior`: the bounds of Kubernetes' HPA behavior, for scaling up and down.
+fn behavior(behavior: &Behavior) -> Check {
+    for (name, rules) in [("scaleUp", &behavior.scale_up), ("scaleDown", &behavior.scale_down)] {
+        let Some(rules) = rules else { continue };
+        let at = format!("spec.behavior.{name}");
+        ensure(rules.stabilization_window_seconds.is_none_or(|w| (0..=3600).contains(&w)), || {
+            format!("{at}.stabilizationWindowSeconds: must be 0 to 3600")
+        })?;
+        ensure(rules.select_policy.as_deref().is_none_or(|p| ["Max", "Min", "Disabled"].contains(&p)), || {
+            format!("{at}.selectPolicy: must be Max, Min or Disabled")
+        })?;
+        for (j, policy) in rules.policies.iter().flatten().enumerate() {
+            ensure(["Pods", "Percent"].contains(&policy.kind.as_str()), || {
+                format!("{at}.policies[{j}].type: must be Pods or Percent")
             })?;
-            ensure(rules.select_policy.as_deref().is_none_or(|p| ["Max", "Min", "Disabled"].contains(&p)), || {
-                format!("{at}.selectPolicy: must be Max, Min or Disabled")
-            })?;
-            for (j, policy) in rules.policies.iter().flatten().enumerate() {
-                ensure(["Pods", "Percent"].contains(&policy.kind.as_str()), || {
-                    format!("{at}.policies[{j}].type: must be Pods or Percent")
-                })?;
-                ensure(policy.value > 0, || format!("{at}.policies[{j}].value: must be positive"))?;
-                ensure((1..=1800).contains(&policy.period_seconds), || {
-                    format!("{at}.policies[{j}].periodSeconds: must be 1 to 1800")
-                })?;
-            }
-            ensure(rules.policies.as_ref().is_none_or(|p| !p.is_empty()), || {
-                format!("{at}.policies: must not be empty when set")
+            ensure(policy.value > 0, || format!("{at}.policies[{j}].value: must be positive"))?;
+            ensure((1..=1800).contains(&policy.period_seconds), || {
+                format!("{at}.policies[{j}].periodSeconds: must be 1 to 1800")
             })?;
         }
+        ensure(rules.policies.as_ref().is_none_or(|p| !p.is_empty()), || {
+            format!("{at}.policies: must not be empty when set")
+        })?;
     }
     Ok(())
 }
