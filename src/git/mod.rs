@@ -65,7 +65,8 @@ pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Readies libgit2's networking: every TCP connection is one of ours, with Nagle's
 /// algorithm off ([`socket`]), and every network operation is bounded (connect, then
 /// each read and write on the connection), so a fetch or push against an unresponsive
-/// remote fails instead of hanging. Must be called before any other thread starts:
+/// remote fails instead of hanging (libgit2's own timeouts are still set: its SSH
+/// transport bounds libssh2's session with them). Must be called before any other thread starts:
 /// libgit2 keeps these in globals without synchronisation.
 #[allow(unsafe_code)]
 pub fn prepare_network() -> Result<(), git2::Error> {

@@ -12,27 +12,21 @@ pub(super) fn object(
     limits: &Limits,
     origin: &Origin,
 ) -> Result<Option<Parsed>, LoadError> {
+    let doc = Doc { file, source, limits, origin };
     let parsed = match (api_version, kind) {
         ("policy.karmada.io/v1alpha1", "PropagationPolicy") => {
-            Parsed::Propagation(Arc::new(typed(file, source, limits, origin, true, validate::propagation)?))
+            Parsed::Propagation(doc.read(true, validate::propagation)?)
         }
         ("policy.karmada.io/v1alpha1", "ClusterPropagationPolicy") => {
-            Parsed::Propagation(Arc::new(typed(file, source, limits, origin, false, validate::propagation)?))
+            Parsed::Propagation(doc.read(false, validate::propagation)?)
         }
-        ("policy.karmada.io/v1alpha1", "OverridePolicy") => {
-            Parsed::Override(Arc::new(typed(file, source, limits, origin, true, validate::overrides)?))
-        }
+        ("policy.karmada.io/v1alpha1", "OverridePolicy") => Parsed::Override(doc.read(true, validate::overrides)?),
         ("policy.karmada.io/v1alpha1", "ClusterOverridePolicy") => {
-            Parsed::Override(Arc::new(typed(file, source, limits, origin, false, validate::overrides)?))
+            Parsed::Override(doc.read(false, validate::overrides)?)
         }
-        ("policy.karmada.io/v1alpha1", "ClusterTaintPolicy") => Parsed::ClusterTaintPolicy(Arc::new(typed(
-            file,
-            source,
-            limits,
-            origin,
-            false,
-            validate::cluster_taint_policy,
-        )?)),
+        ("policy.karmada.io/v1alpha1", "ClusterTaintPolicy") => {
+            Parsed::ClusterTaintPolicy(doc.read(false, validate::cluster_taint_policy)?)
+        }
         ("cluster.karmada.io/v1alpha1", "Cluster") => {
             let (named, labels) =
                 typed_with_labels::<ClusterSpec>(file, source, limits, origin, false, validate::cluster)?;
@@ -41,20 +35,35 @@ pub(super) fn object(
             Parsed::Cluster(Box::new(Cluster { name: named.name, labels, spec: named.spec, origin: origin.clone() }))
         }
         ("autoscaling.karmada.io/v1alpha1", "FederatedHPA") => {
-            Parsed::FederatedHpa(Arc::new(typed(file, source, limits, origin, true, validate::federated_hpa)?))
+            Parsed::FederatedHpa(doc.read(true, validate::federated_hpa)?)
         }
         ("autoscaling.karmada.io/v1alpha1", "CronFederatedHPA") => {
-            Parsed::CronFederatedHpa(Arc::new(typed(file, source, limits, origin, true, validate::cron_federated_hpa)?))
+            Parsed::CronFederatedHpa(doc.read(true, validate::cron_federated_hpa)?)
         }
-        ("networking.karmada.io/v1alpha1", "MultiClusterService") => Parsed::MultiClusterService(Arc::new(typed(
-            file,
-            source,
-            limits,
-            origin,
-            true,
-            validate::multi_cluster_service,
-        )?)),
+        ("networking.karmada.io/v1alpha1", "MultiClusterService") => {
+            Parsed::MultiClusterService(doc.read(true, validate::multi_cluster_service)?)
+        }
         _ => return Ok(None),
     };
     Ok(Some(parsed))
+}
+
+/// One document being read as a Karmada kind.
+struct Doc<'a> {
+    file: &'a str,
+    source: Source<'a>,
+    limits: &'a Limits,
+    origin: &'a Origin,
+}
+
+impl Doc<'_> {
+    /// The document as a `Named<S>`, checked by `check` (`namespaced`: whether the kind
+    /// is namespaced).
+    fn read<S: serde::de::DeserializeOwned>(
+        &self,
+        namespaced: bool,
+        check: fn(&mut S, Option<&str>) -> Result<(), String>,
+    ) -> Result<Arc<Named<S>>, LoadError> {
+        typed(self.file, self.source, self.limits, self.origin, namespaced, check).map(Arc::new)
+    }
 }
