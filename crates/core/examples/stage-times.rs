@@ -1,5 +1,6 @@
 //! Times each pipeline stage on a generated repo:
-//! `cargo run --release -p flotilla-core --example stage-times -- 50000x100`.
+//! `cargo run --release -p flotilla-core --example stage-times -- 50000x100`, or the
+//! plan against the parse floor, round by round: `… -- 50000x100 ratio 8 [detail]`.
 
 #[path = "../benches/support/generate.rs"]
 mod generate;
@@ -20,6 +21,9 @@ fn main() {
     if std::env::args().nth(2).as_deref() == Some("cached") {
         return cached(&files);
     }
+    if std::env::args().nth(2).as_deref() == Some("ratio") {
+        return ratio(&files, std::env::args().nth(3).and_then(|n| n.parse().ok()).unwrap_or(8));
+    }
     let limits = Limits::default();
     let clock = Instant::now();
     flotilla_core::load::parse_only(&files, &limits).unwrap();
@@ -32,16 +36,18 @@ fn main() {
     println!("bind         {:>8.0} ms ({} bindings)", clock.elapsed().as_secs_f64() * 1e3, bindings.len());
     let clock = Instant::now();
     let state = ClusterState::default();
+    let placers: Vec<_> = loaded
+        .propagation_policies
+        .iter()
+        .map(|p| flotilla_core::schedule::Placer::new(&p.spec.placement, &loaded.clusters))
+        .collect();
+    println!("placers      {:>8.0} ms", clock.elapsed().as_secs_f64() * 1e3);
     let placed: Vec<_> = bindings
         .iter()
         .map(|b| match b.claim {
-            flotilla_core::matching::Claim::Policy(p) => flotilla_core::schedule::place(
-                &loaded.templates[b.template],
-                &loaded.propagation_policies[p].spec.placement,
-                &loaded.clusters,
-                &state,
-            )
-            .is_ok(),
+            flotilla_core::matching::Claim::Policy(p) => {
+                placers[p].place(&loaded.templates[b.template], &state).is_ok()
+            }
             _ => true,
         })
         .collect();
@@ -59,12 +65,9 @@ fn main() {
             .into_par_iter()
             .map(|b| {
                 let result = match b.claim {
-                    flotilla_core::matching::Claim::Policy(p) => flotilla_core::schedule::place(
-                        &loaded.templates[b.template],
-                        &loaded.propagation_policies[p].spec.placement,
-                        &loaded.clusters,
-                        &state,
-                    ),
+                    flotilla_core::matching::Claim::Policy(p) => {
+                        placers[p].place(&loaded.templates[b.template], &state)
+                    }
                     _ => Ok(Default::default()),
                 };
                 (b, result)
@@ -118,5 +121,60 @@ fn cached(files: &RepoFiles) {
             rest.as_secs_f64() * 1e3
         );
         drop(plan);
+    }
+}
+
+/// The plan against the parse floor, run alternately so that both see the same machine
+/// (on a shared machine the speed drifts between two benchmarks run one after the
+/// other): `stage-times 50000x100 ratio 8`.
+fn ratio(files: &RepoFiles, rounds: usize) {
+    let limits = Limits::default();
+    let (mut floor, mut plan) = (Vec::new(), Vec::new());
+    let detail = std::env::args().nth(4).as_deref() == Some("detail");
+    let mut stages = [Vec::new(), Vec::new(), Vec::new()];
+    for _ in 0..rounds {
+        let clock = Instant::now();
+        std::hint::black_box(flotilla_core::load::parse_only(files, &limits).unwrap());
+        floor.push(clock.elapsed().as_secs_f64());
+        let clock = Instant::now();
+        drop(std::hint::black_box(flotilla_core::plan(files, &ClusterState::default(), &limits).unwrap()));
+        plan.push(clock.elapsed().as_secs_f64());
+        if detail {
+            let clock = Instant::now();
+            let loaded = flotilla_core::load::load(files, &limits).unwrap();
+            stages[0].push(clock.elapsed().as_secs_f64());
+            let clock = Instant::now();
+            let plan = flotilla_core::plan_loaded(loaded, "x".into(), &ClusterState::default());
+            stages[1].push(clock.elapsed().as_secs_f64());
+            let clock = Instant::now();
+            drop(plan);
+            stages[2].push(clock.elapsed().as_secs_f64());
+        }
+    }
+    let ratios: Vec<f64> = plan.iter().zip(&floor).map(|(p, f)| p / f).collect();
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "parse floor median {:.3} s, plan median {:.3} s; per-round ratio median {:.2}x (min {:.2}x, max {:.2}x)",
+        median(&floor),
+        median(&plan),
+        median(&ratios),
+        ratios.iter().copied().fold(f64::MAX, f64::min),
+        ratios.iter().copied().fold(0.0, f64::max)
+    );
+    if detail {
+        let min = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
+        println!(
+            "median (min): load {:.3} ({:.3}) s, bind+place+render {:.3} ({:.3}) s, drop {:.3} ({:.3}) s",
+            median(&stages[0]),
+            min(&stages[0]),
+            median(&stages[1]),
+            min(&stages[1]),
+            median(&stages[2]),
+            min(&stages[2])
+        );
     }
 }

@@ -38,6 +38,7 @@ pub mod yaml;
 pub mod yaml_edit;
 
 use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
@@ -55,14 +56,19 @@ pub fn plan(files: &RepoFiles, state: &ClusterState, limits: &Limits) -> Result<
 pub fn plan_loaded(loaded: Loaded, revision: String, state: &ClusterState) -> Plan {
     let (bindings, unclaimed) = matching::bind(&loaded);
     let (bindings, problems) = check_dependent_overrides(&loaded, bindings);
+    // One placer per policy, made when its first template is placed.
+    let placers: Vec<OnceLock<schedule::Placer<'_>>> =
+        loaded.propagation_policies.iter().map(|_| OnceLock::new()).collect();
     let placed = bindings
         .into_par_iter()
         .map(|binding| {
             let template = &loaded.templates[binding.template];
             let result = match binding.claim {
-                Claim::Policy(p) => {
-                    schedule::place(template, &loaded.propagation_policies[p].spec.placement, &loaded.clusters, state)
-                }
+                Claim::Policy(p) => placers[p]
+                    .get_or_init(|| {
+                        schedule::Placer::new(&loaded.propagation_policies[p].spec.placement, &loaded.clusters)
+                    })
+                    .place(template, state),
                 Claim::NamespaceSync => Ok(schedule::Assignment {
                     clusters: loaded.clusters.iter().map(|c| (c.name.clone(), None)).collect(),
                     ..Default::default()

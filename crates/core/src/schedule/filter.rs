@@ -154,48 +154,63 @@ impl fmt::Display for Diagnosis {
     }
 }
 
-/// Filters `clusters` for one affinity (or any of its overflow affinities). Clusters
-/// already holding the workload (`previous`) bypass the taint filter, as in Karmada, so
-/// a new NoSchedule taint never evicts. When nothing fits, the error says why for each
-/// cluster; that diagnosis is only built on failure, since most placements succeed.
-/// A cluster the workload was evicted from never fits, held before or not.
-pub fn filter<'a>(
-    clusters: &'a [Cluster],
+/// Each cluster's tier under one affinity and its overflow affinities, in the order of
+/// `clusters`: `Some(0)` where the affinity selects it, `Some(1 + k)` where only overflow
+/// tier `k` does, `None` where none does. An affinity depends on the cluster alone, so
+/// these are worked out once per placement (see [`super::Placer`]), not per template.
+pub fn tiers(
+    clusters: &[Cluster],
     affinity: Option<&ClusterAffinity>,
     overflow: &[ClusterAffinity],
+) -> Vec<Option<usize>> {
+    let tier = |c: &Cluster| {
+        if affinity.is_none_or(|a| cluster_matches(a, c)) {
+            return Some(0);
+        }
+        overflow.iter().position(|o| cluster_matches(o, c)).map(|k| k + 1)
+    };
+    clusters.iter().map(tier).collect()
+}
+
+/// Filters `clusters` (with their [`tiers`]) for one workload, giving each feasible
+/// cluster with its tier. Clusters already holding the workload (`previous`) bypass the
+/// taint filter, as in Karmada, so a new NoSchedule taint never evicts. When nothing
+/// fits, the error says why for each cluster; that diagnosis is only built on failure,
+/// since most placements succeed. A cluster the workload was evicted from never fits,
+/// held before or not.
+pub fn filter<'a>(
+    clusters: &'a [Cluster],
+    tiers: &[Option<usize>],
     tolerations: &[Toleration],
     spread: &[SpreadConstraint],
     previous: &BTreeMap<String, i64>,
     live: Live<'_>,
-) -> Result<Vec<&'a Cluster>, Diagnosis> {
-    let unfit_reason = |c: &Cluster| {
+) -> Result<Vec<(&'a Cluster, usize)>, Diagnosis> {
+    let unfit_reason = |c: &Cluster, tier: Option<usize>| {
         if live.evicted.is_some_and(|e| e.contains_key(&c.name)) {
-            return Some(Unfit::Evicted);
+            return Err(Unfit::Evicted);
         }
+        let tier = tier.ok_or(Unfit::Affinity)?;
         let observed = live.taints.and_then(|t| t.get(&c.name)).map(Vec::as_slice).unwrap_or_default();
-        unfit(c, affinity, overflow, (tolerations, observed), spread, previous.contains_key(&c.name))
+        unfit(c, (tolerations, observed), spread, previous.contains_key(&c.name)).map_or(Ok(tier), Err)
     };
-    let feasible: Vec<&Cluster> = clusters.iter().filter(|c| unfit_reason(c).is_none()).collect();
+    let tiered = || clusters.iter().zip(tiers.iter().copied());
+    let feasible: Vec<(&Cluster, usize)> =
+        tiered().filter_map(|(c, tier)| unfit_reason(c, tier).ok().map(|tier| (c, tier))).collect();
     if !feasible.is_empty() {
         return Ok(feasible);
     }
-    let unfit = clusters.iter().filter_map(|c| unfit_reason(c).map(|r| (c.name.clone(), r))).collect();
+    let unfit = tiered().filter_map(|(c, tier)| unfit_reason(c, tier).err().map(|r| (c.name.clone(), r))).collect();
     Err(Diagnosis { total: clusters.len(), unfit })
 }
 
+/// Why a cluster its affinity selects cannot take the workload, if it cannot.
 fn unfit(
     cluster: &Cluster,
-    affinity: Option<&ClusterAffinity>,
-    overflow: &[ClusterAffinity],
     (tolerations, observed): (&[Toleration], &[Taint]),
     spread: &[SpreadConstraint],
     already_placed: bool,
 ) -> Option<Unfit> {
-    let matches =
-        affinity.is_none_or(|a| cluster_matches(a, cluster)) || overflow.iter().any(|o| cluster_matches(o, cluster));
-    if !matches {
-        return Some(Unfit::Affinity);
-    }
     for c in spread {
         let missing = match c.spread_by_field {
             Some(SpreadField::Region) => cluster.spec.region.as_deref().unwrap_or("").is_empty(),
