@@ -150,6 +150,27 @@ pub fn apply(object: &mut Value, loaded: &Loaded, rules: &[RuleRef]) -> Result<(
     Ok(())
 }
 
+/// Whether applying `rules` can fail. Plaintext patches and field overriders can (a path
+/// may be missing, a field may not hold JSON or YAML), and so can an image overrider
+/// given a predicate path, which is the user's. Labels and annotations edits cannot, nor
+/// can image, command and args edits at the container paths read from the object
+/// itself: they replace or add at paths that exist. Render tries only the rules that
+/// can fail before it puts them in a plan.
+pub fn may_fail(loaded: &Loaded, rules: &[RuleRef]) -> bool {
+    rules.iter().any(|r| {
+        let Overriders {
+            plaintext,
+            image_overrider,
+            command_overrider: _,
+            args_overrider: _,
+            labels_overrider: _,
+            annotations_overrider: _,
+            field_overrider,
+        } = &loaded.override_policies[r.policy].spec.override_rules[r.rule].overriders;
+        !plaintext.is_empty() || !field_overrider.is_empty() || image_overrider.iter().any(|o| o.predicate.is_some())
+    })
+}
+
 fn apply_rule(object: &mut Value, rule: &OverrideRule, policy: &dyn Fn() -> String) -> Result<(), OverrideError> {
     let Overriders {
         plaintext,
@@ -306,7 +327,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::policy::{FieldOverrider, Operator, SubPatch};
+    use crate::model::policy::{FieldOverrider, Operator, OverrideRule, SubPatch};
 
     fn yaml_overrider() -> FieldOverrider {
         FieldOverrider {
@@ -317,6 +338,42 @@ mod tests {
                 operator: Operator::Replace,
                 value: Some(json!("debug")),
             }],
+        }
+    }
+
+    /// The overriders [`may_fail`] calls safe never fail, whatever shape the object has.
+    #[test]
+    fn overriders_that_cannot_fail_do_not_on_any_object() {
+        let rule: OverrideRule = serde_json::from_value(json!({"overriders": {
+            "imageOverrider": [{"component": "Registry", "operator": "replace", "value": "mirror.example.com"},
+                               {"component": "Tag", "operator": "remove"}],
+            "commandOverrider": [{"containerName": "main", "operator": "add", "value": ["--x"]}],
+            "argsOverrider": [{"containerName": "main", "operator": "remove", "value": ["-v"]},
+                              {"containerName": "main", "operator": "replace", "value": ["-q"]}],
+            "labelsOverrider": [{"operator": "add", "value": {"a": "b"}}, {"operator": "remove", "value": {"c": ""}}],
+            "annotationsOverrider": [{"operator": "replace", "value": {"d": "e"}}],
+        }}))
+        .unwrap();
+        let containers = |c: Value| json!({"spec": {"template": {"spec": {"containers": c}}}});
+        let objects = [
+            json!({}),
+            json!({"metadata": null}),
+            json!({"metadata": {"labels": null, "annotations": "text"}}),
+            json!({"metadata": {"labels": {"c": "1"}, "annotations": {"d": "1"}}}),
+            containers(json!(null)),
+            containers(json!({"main": {}})),
+            containers(json!([{"name": "main"}])),
+            containers(json!([{"name": "main", "image": 3, "command": "sh", "args": null}])),
+            containers(json!([{"name": "main", "image": "a/b:1", "command": ["sh"], "args": ["-v", "x"]}, 7])),
+        ];
+        for kind in ["Deployment", "Pod", "CronJob", "ConfigMap"] {
+            for object in &objects {
+                let mut object = object.clone();
+                object["kind"] = json!(kind);
+                let shape = object.to_string();
+                apply_rule(&mut object, &rule, &|| "OverridePolicy o".into())
+                    .unwrap_or_else(|e| panic!("{kind} {shape}: {e}"));
+            }
         }
     }
 

@@ -50,23 +50,36 @@ pub fn render(
     mut problems: Vec<Problem>,
     unclaimed: Vec<usize>,
 ) -> Plan {
+    // Targets and placement records are made on every core, then filed in template order.
+    let outcomes: Vec<_> = placed
+        .into_par_iter()
+        .map(|(binding, result)| {
+            let template = &loaded.templates[binding.template];
+            match result {
+                Ok(assignment) => {
+                    let record = placement_record(template, &assignment);
+                    Ok((binding.template, record, target(&loaded, binding, assignment)))
+                }
+                Err(e) => Err(Box::new(problem(template, None, ProblemReason::Unschedulable, e.to_string()))),
+            }
+        })
+        .collect();
     let mut targets: BTreeMap<usize, Target> = BTreeMap::new();
     let mut placements = BTreeMap::new();
-    for (binding, result) in placed {
-        let template = &loaded.templates[binding.template];
-        match result {
-            Ok(assignment) => {
-                record_placement(&mut placements, template, &assignment);
-                targets.insert(binding.template, target(&loaded, binding, assignment));
+    for outcome in outcomes {
+        match outcome {
+            Ok((template, record, target)) => {
+                placements.extend(record);
+                targets.insert(template, target);
             }
-            Err(e) => problems.push(problem(template, None, ProblemReason::Unschedulable, e.to_string())),
+            Err(problem) => problems.push(*problem),
         }
     }
     attach_dependencies(&loaded, &mut targets);
-    let results = render_targets(&loaded, &targets);
     // Templates no policy claimed may still travel as dependencies.
     let unclaimed =
         unclaimed.into_iter().filter(|i| !targets.contains_key(i)).map(|i| loaded.templates[i].key.clone()).collect();
+    let results = render_targets(&loaded, &targets);
     // Every target is rendered: its per-cluster maps need not outlive it while the
     // entries are grouped (a large repository's peak).
     drop(targets);
@@ -76,9 +89,9 @@ pub fn render(
 }
 
 /// Every (template, cluster) entry of `targets`, or the problem its overrides hit.
-/// Override rules are resolved per template once and per cluster by target; they are
-/// trial-applied here so a failing override is a problem now rather than an error while
-/// writing the output.
+/// Override rules are resolved per template once and per cluster by target; those that
+/// can fail are trial-applied here so a failing override is a problem now rather than an
+/// error while writing the output.
 fn render_targets(loaded: &Loaded, targets: &BTreeMap<usize, Target>) -> Vec<Result<(usize, Rendered), Box<Problem>>> {
     let by_name: BTreeMap<&str, (usize, &crate::model::Cluster)> =
         loaded.clusters.iter().enumerate().map(|(i, c)| (c.name.as_str(), (i, c))).collect();
@@ -100,7 +113,7 @@ fn render_targets(loaded: &Loaded, targets: &BTreeMap<usize, Target>) -> Vec<Res
                     source: target.source,
                     suspended: target.all_suspended || target.suspended.contains(cluster),
                 };
-                if rendered.overrides.is_empty() {
+                if !overrides::may_fail(loaded, &rendered.overrides) {
                     return Ok((at, rendered));
                 }
                 match trials.run(loaded, &rendered) {
@@ -139,8 +152,12 @@ fn by_cluster(
         .collect()
 }
 
-/// Override trials of one template: clusters that get the same rules and counts share
-/// one trial.
+/// Override trials of one template: clusters that get the same rules share one trial
+/// when their counts are alike. Alike means set or unset, not equal: whether an override
+/// applies never depends on a count's value (JSON patches here only add, remove and
+/// replace; a field overrider needs a string, and a count is an integer), only on
+/// whether the count was written into the object, so the clusters of a divided workload
+/// share one trial however its replicas split.
 #[derive(Default)]
 struct Trials(Vec<Trial>);
 
@@ -148,14 +165,13 @@ impl Trials {
     /// Whether `rendered`'s overrides apply, trying them only for a combination not
     /// tried yet.
     fn run(&mut self, loaded: &Loaded, rendered: &Rendered) -> Result<(), String> {
-        let same = |(r, c, o, _): &&Trial| {
-            (*r, *c, o.as_slice()) == (rendered.replicas, rendered.completions, rendered.overrides.as_slice())
-        };
+        let counts = (rendered.replicas.is_some(), rendered.completions.is_some());
+        let same = |(c, o, _): &&Trial| (*c, o.as_slice()) == (counts, rendered.overrides.as_slice());
         if let Some((.., outcome)) = self.0.iter().find(same) {
             return outcome.clone();
         }
         let outcome = trial(loaded, rendered).map_err(|e| error_chain(&e));
-        self.0.push((rendered.replicas, rendered.completions, rendered.overrides.clone(), outcome.clone()));
+        self.0.push((counts, rendered.overrides.clone(), outcome.clone()));
         outcome
     }
 }
@@ -176,14 +192,15 @@ pub fn problem(template: &Template, cluster: Option<String>, reason: ProblemReas
     Problem { object: template.key.clone(), origin: template.origin.clone(), cluster, reason, message }
 }
 
-fn record_placement(placements: &mut BTreeMap<String, PreviousPlacement>, template: &Template, a: &Assignment) {
+/// What the next render must know of this placement, keyed by the object's spelling:
+/// where its replicas went and which affinity term placed it (nothing for objects
+/// without either).
+fn placement_record(template: &Template, a: &Assignment) -> Option<(String, PreviousPlacement)> {
     let clusters: BTreeMap<String, i64> = a.clusters.iter().filter_map(|(c, r)| r.map(|r| (c.clone(), r))).collect();
-    if !clusters.is_empty() || a.observed_affinity.is_some() {
-        placements.insert(
-            template.key.spelled(),
-            PreviousPlacement { clusters, observed_affinity: a.observed_affinity.clone() },
-        );
+    if clusters.is_empty() && a.observed_affinity.is_none() {
+        return None;
     }
+    Some((template.key.spelled(), PreviousPlacement { clusters, observed_affinity: a.observed_affinity.clone() }))
 }
 
 fn target(loaded: &Loaded, binding: Binding, assignment: Assignment) -> Target {
@@ -236,8 +253,8 @@ fn attach_dependencies(loaded: &Loaded, targets: &mut BTreeMap<usize, Target>) {
     }
 }
 
-/// A trial's inputs (replicas, completions, rules) and outcome.
-type Trial = (Option<i64>, Option<i64>, Vec<overrides::RuleRef>, Result<(), String>);
+/// A trial's inputs (whether replicas and completions are set, the rules) and outcome.
+type Trial = ((bool, bool), Vec<overrides::RuleRef>, Result<(), String>);
 
 /// Whether the overrides of `rendered` apply: [`materialize`] up to the step that can
 /// fail.
