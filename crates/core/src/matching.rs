@@ -181,21 +181,23 @@ pub fn bind(loaded: &Loaded) -> (Vec<Binding>, Vec<usize>) {
             .map(|(i, p)| (i, p.namespace.as_deref(), p.spec.resource_selectors.as_slice())),
     );
     let services = multi_cluster_services(loaded);
-    let claims: Vec<(usize, Option<Claim>)> = loaded
+    // One outcome per template (an exact-size collect): claimed, unclaimed, or not
+    // claimable (`None`).
+    let claims: Vec<Option<Option<Claim>>> = loaded
         .templates
         .par_iter()
-        .enumerate()
-        .filter_map(|(i, template)| match multi_cluster_service(&services, template) {
-            Some(m) => Some((i, Some(Claim::MultiClusterService(m)))),
-            None => claimable(template).then(|| (i, claim(loaded, &index, template))),
+        .map(|template| match multi_cluster_service(&services, template) {
+            Some(m) => Some(Some(Claim::MultiClusterService(m))),
+            None => claimable(template).then(|| claim(loaded, &index, template)),
         })
         .collect();
-    let mut bindings = Vec::new();
+    let mut bindings = Vec::with_capacity(claims.len());
     let mut unclaimed = Vec::new();
-    for (template, claim) in claims {
+    for (template, claim) in claims.into_iter().enumerate() {
         match claim {
-            Some(claim) => bindings.push(Binding { template, claim }),
-            None => unclaimed.push(template),
+            Some(Some(claim)) => bindings.push(Binding { template, claim }),
+            Some(None) => unclaimed.push(template),
+            None => {}
         }
     }
     (bindings, unclaimed)

@@ -74,15 +74,24 @@ fn key_files(
     scopes: &scope::Scopes,
     reuse: bool,
 ) -> Result<Vec<Arc<Template>>, LoadError> {
+    // Keyed on every core; assembled in file order, so the first error is the first
+    // in file order.
+    let fresh: Vec<Option<Result<Vec<Arc<Template>>, LoadError>>> = per_file
+        .par_iter()
+        .map(|slot| {
+            let file = slot.file(kept);
+            (!reuse || file.keyed.is_none()).then(|| key_file(file, scopes))
+        })
+        .collect();
     let mut all = Vec::new();
-    for mut slot in per_file {
+    for (mut slot, fresh) in per_file.into_iter().zip(fresh) {
         let file = match &mut slot {
             Slot::Kept(key) => kept.get_mut(key).expect("kept above"),
             Slot::Loose(entry) => entry,
         };
-        let keyed = match file.keyed.take().filter(|_| reuse) {
-            Some(keyed) => keyed,
-            None => key_file(file, scopes)?,
+        let keyed = match fresh {
+            Some(keyed) => keyed?,
+            None => file.keyed.take().expect("a reusable memo"),
         };
         all.extend(keyed.iter().cloned());
         file.keyed = Some(keyed);
