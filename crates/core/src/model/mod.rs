@@ -67,6 +67,17 @@ pub struct Loaded {
     pub cluster_taint_policies: Vec<Arc<Named<failover::ClusterTaintPolicySpec>>>,
 }
 
+/// Templates are freed in the order of their addresses, which is about the order they
+/// were allocated in, rather than in key order: the allocator then walks its heap
+/// forwards instead of jumping across it, and a 50,000-template revision drops in about
+/// two thirds of the time (docs/performance.md). Sorting pointers takes a millisecond,
+/// and no output depends on the order.
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        self.templates.sort_unstable_by_key(|t| Arc::as_ptr(t) as usize);
+    }
+}
+
 impl Loaded {
     /// The template with this key, by binary search (templates are sorted).
     pub fn template(&self, key: &ObjectKey) -> Option<&Template> {
