@@ -81,6 +81,7 @@ pub fn plan_loaded(loaded: Loaded, revision: String, state: &ClusterState) -> Pl
             (binding, result)
         })
         .collect();
+    drop(placers);
     render::render(loaded, revision, placed, problems, unclaimed)
 }
 
