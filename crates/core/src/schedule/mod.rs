@@ -5,17 +5,17 @@ pub mod capacity;
 pub mod divide;
 pub mod filter;
 pub mod spread;
+mod workload;
+
+pub use workload::{Workload, workload_of};
 
 use std::collections::BTreeMap;
-
-use serde_json::Value;
 
 use crate::model::cluster::{ClusterState, PreviousPlacement};
 use crate::model::policy::{
     ClusterAffinity, ClusterAffinityTerm, DivisionPreference, Placement, ReplicaSchedulingType,
 };
 use crate::model::{Cluster, Template};
-use capacity::Requests;
 use divide::{Dynamic, DynamicInput, TieBreak};
 use filter::Diagnosis;
 use spread::Candidate;
@@ -96,60 +96,6 @@ pub enum FitError {
         #[source]
         cause: Box<FitError>,
     },
-}
-
-/// What placement needs to know about a template (spec §6.2).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Workload {
-    /// Desired replicas (Deployment/ReplicaSet/StatefulSet `spec.replicas`, Job
-    /// `parallelism` capped at `completions`, 1 for a Pod, else 0).
-    pub replicas: i64,
-    /// Resource requests of one pod.
-    pub requests: Requests,
-    /// Job `spec.completions`.
-    pub completions: Option<i64>,
-}
-
-impl Workload {
-    /// Karmada schedules replica counts only for workloads: replicas or requests.
-    pub fn is_workload(&self) -> bool {
-        self.replicas > 0 || !self.requests.is_empty()
-    }
-}
-
-/// Reads replicas and requests of an object of `group` and `kind`. A missing
-/// `spec.replicas` (or Job `parallelism`) is 1, the value the API server's defaulting
-/// gives the template in Karmada's control plane.
-pub fn workload_of(group: &str, kind: &str, object: &Value) -> Workload {
-    let int = |path: &str| object.pointer(path).and_then(Value::as_i64);
-    let (replicas, pod) = match (group, kind) {
-        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") => {
-            (int("/spec/replicas").unwrap_or(1), "/spec/template/spec")
-        }
-        ("batch", "Job") => {
-            let parallelism = int("/spec/parallelism").unwrap_or(1);
-            (int("/spec/completions").map_or(parallelism, |c| parallelism.min(c)), "/spec/template/spec")
-        }
-        ("", "Pod") => (1, "/spec"),
-        _ => return Workload::default(),
-    };
-    let completions = if kind == "Job" { int("/spec/completions") } else { None };
-    Workload { replicas: replicas.max(0), requests: pod_requests(object.pointer(pod)), completions }
-}
-
-fn pod_requests(pod: Option<&Value>) -> Requests {
-    let mut requests = Requests::new();
-    let containers = pod.and_then(|p| p.get("containers")).and_then(Value::as_array).into_iter().flatten();
-    for container in containers {
-        let Some(map) = container.pointer("/resources/requests").and_then(Value::as_object) else {
-            continue;
-        };
-        for (name, quantity) in map {
-            let q = quantity.as_str().map(str::to_owned).unwrap_or_else(|| quantity.to_string());
-            *requests.entry(name.clone()).or_default() += capacity::milli(&q).unwrap_or(0);
-        }
-    }
-    requests
 }
 
 /// Places one template with a placement. [`Placer`] does the same for many templates
