@@ -152,6 +152,8 @@ fn ratio(files: &RepoFiles, rounds: usize) {
         }
     }
     let ratios: Vec<f64> = plan.iter().zip(&floor).map(|(p, f)| p / f).collect();
+    let min = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
+    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     let median = |v: &[f64]| {
         let mut v = v.to_vec();
         v.sort_by(f64::total_cmp);
@@ -162,11 +164,10 @@ fn ratio(files: &RepoFiles, rounds: usize) {
         median(&floor),
         median(&plan),
         median(&ratios),
-        ratios.iter().copied().fold(f64::MAX, f64::min),
-        ratios.iter().copied().fold(0.0, f64::max)
+        min(&ratios),
+        max(&ratios)
     );
     if detail {
-        let min = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
         println!(
             "median (min): load {:.3} ({:.3}) s, bind+place+render {:.3} ({:.3}) s, drop {:.3} ({:.3}) s",
             median(&stages[0]),

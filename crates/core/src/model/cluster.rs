@@ -116,6 +116,14 @@ pub struct ClusterState {
     pub evictions: BTreeMap<String, BTreeMap<String, Evicted>>,
 }
 
+impl ClusterState {
+    /// Whether anything is held per object (`previous`, `replicas`, `evictions`): when
+    /// not, placement need not spell a template's key to look it up.
+    pub fn has_object_state(&self) -> bool {
+        !(self.previous.is_empty() && self.replicas.is_empty() && self.evictions.is_empty())
+    }
+}
+
 /// A workload's eviction from one cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -144,10 +144,9 @@ impl<'a> Placer<'a> {
     /// Places one template.
     pub fn place(&self, template: &Template, state: &ClusterState) -> Result<Assignment, FitError> {
         let empty = PreviousPlacement::default();
-        // The key's spelling is only made when there is per-object state to look up
-        // (most plans from the command line have none).
-        let keyed = [state.previous.is_empty(), state.replicas.is_empty(), state.evictions.is_empty()];
-        let key = if keyed.contains(&false) { template.key.spelled() } else { String::new() };
+        // Most plans from the command line hold no per-object state; every lookup below
+        // then misses, whatever the key.
+        let key = if state.has_object_state() { template.key.spelled() } else { String::new() };
         let previous = state.previous.get(&key).unwrap_or(&empty);
         let memo = template.workload();
         // A count decided outside Git replaces the template's.
