@@ -3,6 +3,10 @@
 # clusters: N objects (default 1000: ConfigMaps and Services) into every member, then a
 # no-op run of each. Reports wall time and API requests (from the audit log, which here
 # records every request). Needs kubectl. Usage: hack/bench-apply.sh [N]
+#   FLOTILLA_BIN=/path/to/flotilla      that binary, no build
+#   FLOTILLA_COMPARE=/path/to/flotilla  also apply with a second binary (own namespace and instance,
+#                                       right after the first), to compare two builds on
+#                                       the same members in one run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The target directory the other scripts and CI share (a cold release build takes ten minutes).
@@ -12,8 +16,9 @@ command -v kubectl >/dev/null || {
   echo "bench-apply: kubectl is required: hack/build-tools.sh peers builds it into ~/.cache/flotilla/bin (put that on PATH)" >&2
   exit 1
 }
-cargo build --release -q --bin flotilla
-flotilla=$CARGO_TARGET_DIR/release/flotilla
+if [ -z "${FLOTILLA_BIN:-}" ]; then cargo build --release -q --bin flotilla; fi
+flotilla=${FLOTILLA_BIN:-$CARGO_TARGET_DIR/release/flotilla}
+compare=${FLOTILLA_COMPARE:-}
 work=$(mktemp -d)
 export FLOTILLA_CLUSTERS_DIR=$work/clusters KUBECONFIG_OUT=$work/members.config
 cat >"$work/audit-all.yaml" <<'POLICY'
@@ -55,6 +60,7 @@ measure() {
 
 repo bench-flotilla "$work/flotilla"
 repo bench-kubectl "$work/kubectl"
+[ -z "$compare" ] || repo bench-compare "$work/compare"
 "$flotilla" render "$work/kubectl" --out-dir "$work/kubectl-out" >/dev/null
 kubectl_apply() {
   for m in 1 2 3; do
@@ -63,11 +69,17 @@ kubectl_apply() {
   wait
 }
 read -r ft fr <<<"$(measure "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT")"
+[ -z "$compare" ] || read -r ct cr <<<"$(measure "$compare" apply "$work/compare" --kubeconfig "$KUBECONFIG_OUT" --instance compare)"
 read -r kt kr <<<"$(measure kubectl_apply)"
 read -r fnt fnr <<<"$(measure "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT")"
+[ -z "$compare" ] || read -r cnt cnr <<<"$(measure "$compare" apply "$work/compare" --kubeconfig "$KUBECONFIG_OUT" --instance compare)"
 read -r knt knr <<<"$(measure kubectl_apply)"
 printf '%-34s %10s %10s\n' "$n objects x 3 clusters" seconds requests
 printf '%-34s %10s %10s\n' "flotilla apply (first)" "$ft" "$fr"
 printf '%-34s %10s %10s\n' "kubectl apply --server-side" "$kt" "$kr"
 printf '%-34s %10s %10s\n' "flotilla apply (no-op)" "$fnt" "$fnr"
 printf '%-34s %10s %10s\n' "kubectl apply --server-side (no-op)" "$knt" "$knr"
+if [ -n "$compare" ]; then
+  printf '%-34s %10s %10s\n' "compared binary (first)" "$ct" "$cr"
+  printf '%-34s %10s %10s\n' "compared binary (no-op)" "$cnt" "$cnr"
+fi
