@@ -29,7 +29,7 @@ impl Reconciler {
                     self.metrics.error(agent, ErrorReason::SyncMode);
                     error!(error = %e, "not applying");
                     self.board.update(|s| s.error = Some(format!("{revision}: {e}")));
-                    return Outcome::Ran { attempted: 1, failed: 1, clusters: declared };
+                    return Outcome::Ran { attempted: 1, failed: 1, incomplete: 0, clusters: declared };
                 }
             },
             None => clusters::by_sync_mode(&plan),
@@ -39,7 +39,7 @@ impl Reconciler {
             Err(e) => {
                 self.metrics.error("-", ErrorReason::Credentials);
                 error!(error = format!("{e:#}"), "cannot read the member credentials");
-                return Outcome::Ran { attempted: names.len(), failed: names.len(), clusters: declared };
+                return Outcome::Ran { attempted: names.len(), failed: names.len(), incomplete: 0, clusters: declared };
             }
         };
         self.pool.retain(&kubeconfig);
@@ -68,8 +68,8 @@ impl Reconciler {
         let mut outcomes = clusters::reconcile_all(&plan, &kubeconfig, &names, options).await;
         outcomes.extend(skipped.iter().map(|n| (n.clone(), Err("not contacted: the member is not Ready".to_owned()))));
         let names = [names, skipped].concat();
-        let failed = self.record(revision, outcomes, &pulled, clock.elapsed());
-        Outcome::Ran { attempted: names.len(), failed, clusters: declared }
+        let (failed, incomplete) = self.record(revision, outcomes, &pulled, clock.elapsed());
+        Outcome::Ran { attempted: names.len(), failed, incomplete, clusters: declared }
     }
 
     /// Members the failover loop holds not Ready (they carry its health taint).
@@ -137,21 +137,23 @@ impl Reconciler {
         }
     }
 
-    /// Records each cluster's outcome in metrics and `/status`; returns how many failed.
+    /// Records each cluster's outcome in metrics and `/status`; returns how many failed,
+    /// and how many were reconciled with objects that failed.
     fn record(
         &self,
         revision: Revision,
         outcomes: Vec<(String, clusters::Outcome)>,
         pulled: &[String],
         took: Duration,
-    ) -> usize {
-        let mut failed = 0;
+    ) -> (usize, usize) {
+        let (mut failed, mut incomplete) = (0, 0);
         let head = revision.to_string();
         for (cluster, outcome) in outcomes {
             let label = ClusterLabel { cluster: cluster.clone() };
             self.metrics.reconcile_seconds.get_or_create(&label).observe(took.as_secs_f64());
             let line = match outcome {
                 Ok(report) => {
+                    incomplete += usize::from(!report.failed.is_empty());
                     self.count_applied(&cluster, &head, &report);
                     format!("{head}: {}", report.summary())
                 }
@@ -175,7 +177,7 @@ impl Reconciler {
                 s.error = None;
             }
         });
-        failed
+        (failed, incomplete)
     }
 
     /// Counts what one cluster's reconcile wrote and moves its revision gauge.

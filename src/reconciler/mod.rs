@@ -256,7 +256,7 @@ fn log_why(revision: Revision, why: Why) {
             warn!(%previous, head = %revision, "the branch was rewritten (force-push or reset); applying the new head")
         }
         Why::SourceUnavailable => warn!(%revision, "resync while the branch cannot be fetched: the last good revision"),
-        Why::New | Why::Resync | Why::Forced => info!(%revision, ?why, "reconciling"),
+        Why::New | Why::Retry | Why::Resync | Why::Forced => info!(%revision, ?why, "reconciling"),
     }
 }
 

@@ -5,6 +5,8 @@
 //! | event                          | does                                                    |
 //! |--------------------------------|---------------------------------------------------------|
 //! | head fetched, not applied      | reconcile it ([`Why::New`], [`Why::Rewritten`])         |
+//! | head fetched, partly applied   | reconcile it again ([`Why::Retry`]): a cluster or one   |
+//! |                                | of its objects failed in the last cycle                 |
 //! | head fetched, failed to render | nothing, until resync is due: then the last good one    |
 //! | head fetched, applied          | reconcile again when resync is due or a cycle is forced |
 //! | fetch failed                   | when resync is due, the last good revision (drift is    |
@@ -28,6 +30,9 @@ pub struct State {
     /// The last head that did not render, not retried until a resync is due.
     broken: Option<Revision>,
     last_cycle: Option<Instant>,
+    /// The last cycle ran but a cluster, or an object in one, failed: `good` is retried
+    /// at the next fetch rather than at resync.
+    retry: bool,
     forced: bool,
     source_unavailable: Option<String>,
     /// A cycle rendered and reached at least one of its clusters (or had none) since
@@ -56,9 +61,10 @@ pub enum Event {
 /// How a cycle ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// Rendered, and reconciled in `attempted` clusters of which `failed` failed;
-    /// `clusters` are all the clusters the revision declares.
-    Ran { attempted: usize, failed: usize, clusters: BTreeSet<String> },
+    /// Rendered, and reconciled in `attempted` clusters of which `failed` failed and
+    /// `incomplete` were reconciled with objects that failed; `clusters` are all the
+    /// clusters the revision declares.
+    Ran { attempted: usize, failed: usize, incomplete: usize, clusters: BTreeSet<String> },
     /// The revision did not render; nothing was applied.
     RenderFailed,
     /// Stopped before it finished.
@@ -73,6 +79,8 @@ pub enum Why {
     /// History was rewritten (force-push, reset): the new head, though it does not
     /// descend from what is applied.
     Rewritten { previous: Revision },
+    /// The revision reconciled last, again: a cluster or an object failed in that cycle.
+    Retry,
     /// The resync period passed (drift correction).
     Resync,
     /// A cycle was asked for.
@@ -103,6 +111,7 @@ impl State {
             good: None,
             broken: None,
             last_cycle: None,
+            retry: false,
             forced: false,
             source_unavailable: None,
             cycled: false,
@@ -152,6 +161,7 @@ impl State {
                 // what it had applied is still current when it leads again.
                 self.applied = None;
                 self.last_cycle = None;
+                self.retry = false;
                 self.cycled = false;
                 Vec::new()
             }
@@ -170,6 +180,7 @@ impl State {
             Some(applied) if applied == head && due => Why::Resync,
             Some(applied) if applied == head => return actions,
             Some(previous) if rewritten => Why::Rewritten { previous },
+            _ if self.retry && self.good == Some(head) => Why::Retry,
             _ if self.broken == Some(head) && !(due || forced) => return actions,
             _ if self.broken == Some(head) => return self.resync_good(actions, Why::Resync),
             _ => Why::New,
@@ -200,15 +211,18 @@ impl State {
 
     fn cycled(&mut self, revision: Revision, outcome: Outcome, now: Instant) -> Vec<Action> {
         match outcome {
-            Outcome::Ran { attempted, failed, clusters } => {
+            Outcome::Ran { attempted, failed, incomplete, clusters } => {
                 self.last_cycle = Some(now);
                 // One dead member of several leaves the controller ready; none reached
                 // (credentials unreadable, an agent refusing) does not.
                 self.cycled = attempted == 0 || failed < attempted;
                 self.good = Some(revision);
                 self.broken = None;
-                // Clusters that failed are retried at the next fetch.
-                self.applied = (failed == 0).then_some(revision);
+                // Clusters that failed, and objects that failed in a cluster (a webhook
+                // down, a namespace still terminating), are retried at the next fetch,
+                // as Flux retries a failed Kustomization; not left to resync.
+                self.retry = failed > 0 || incomplete > 0;
+                self.applied = (!self.retry).then_some(revision);
                 let dropped = self.clusters.difference(&clusters).cloned().map(Action::ForgetCluster).collect();
                 self.clusters = clusters;
                 dropped
@@ -241,7 +255,7 @@ mod tests {
         state.step(Event::Leading(true));
         let actions = state.step(Event::Fetched { head: rev(1), rewritten: false, now: t0 });
         assert_eq!(actions, [Action::Reconcile { revision: rev(1), why: Why::New }]);
-        let ran = Outcome::Ran { attempted: 2, failed: 0, clusters: clusters(&["member1", "member2"]) };
+        let ran = Outcome::Ran { attempted: 2, failed: 0, incomplete: 0, clusters: clusters(&["member1", "member2"]) };
         assert!(state.step(Event::Cycled { revision: rev(1), outcome: ran, now: t0 }).is_empty());
         assert!(state.ready());
         state
@@ -330,7 +344,7 @@ mod tests {
         assert_eq!(state.source_unavailable(), Some("connection refused"));
         assert!(down(&mut state, 20).is_empty(), "said once");
         assert_eq!(down(&mut state, 300), [Action::Reconcile { revision: rev(1), why: Why::SourceUnavailable }]);
-        let ran = Outcome::Ran { attempted: 2, failed: 0, clusters: clusters(&["member1", "member2"]) };
+        let ran = Outcome::Ran { attempted: 2, failed: 0, incomplete: 0, clusters: clusters(&["member1", "member2"]) };
         state.step(Event::Cycled { revision: rev(1), outcome: ran, now: t0 + Duration::from_secs(300) });
         assert!(down(&mut state, 310).is_empty(), "not again until the next resync");
         assert_eq!(fetched(&mut state, rev(1), t0 + Duration::from_secs(311)), [Action::SourceBack]);
@@ -342,15 +356,39 @@ mod tests {
         let t0 = Instant::now();
         let mut state = applied(t0);
         fetched(&mut state, rev(2), t0);
-        let ran = Outcome::Ran { attempted: 2, failed: 1, clusters: clusters(&["member1", "member2"]) };
+        let ran = Outcome::Ran { attempted: 2, failed: 1, incomplete: 0, clusters: clusters(&["member1", "member2"]) };
         state.step(Event::Cycled { revision: rev(2), outcome: ran, now: t0 });
         assert!(state.ready(), "one dead member does not make the controller unready");
-        let none = Outcome::Ran { attempted: 2, failed: 2, clusters: clusters(&["member1", "member2"]) };
+        let none = Outcome::Ran { attempted: 2, failed: 2, incomplete: 0, clusters: clusters(&["member1", "member2"]) };
         state.step(Event::Cycled { revision: rev(2), outcome: none, now: t0 });
         assert!(!state.ready(), "no member reached");
         assert_eq!(
             fetched(&mut state, rev(2), t0 + Duration::from_secs(1)),
-            [Action::Reconcile { revision: rev(2), why: Why::New }]
+            [Action::Reconcile { revision: rev(2), why: Why::Retry }]
+        );
+    }
+
+    #[test]
+    fn a_failed_object_is_retried_at_the_next_fetch_until_its_cluster_is_complete() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        fetched(&mut state, rev(2), t0);
+        let partly =
+            Outcome::Ran { attempted: 2, failed: 0, incomplete: 1, clusters: clusters(&["member1", "member2"]) };
+        state.step(Event::Cycled { revision: rev(2), outcome: partly, now: t0 });
+        assert!(state.ready(), "a rejected object does not make the controller unready");
+        assert_eq!(state.applied(), None, "not applied everywhere");
+        let again = [Action::Reconcile { revision: rev(2), why: Why::Retry }];
+        assert_eq!(fetched(&mut state, rev(2), t0 + Duration::from_secs(30)), again, "long before resync");
+        let whole =
+            Outcome::Ran { attempted: 2, failed: 0, incomplete: 0, clusters: clusters(&["member1", "member2"]) };
+        state.step(Event::Cycled { revision: rev(2), outcome: whole, now: t0 + Duration::from_secs(30) });
+        assert_eq!(state.applied(), Some(rev(2)));
+        assert!(fetched(&mut state, rev(2), t0 + Duration::from_secs(60)).is_empty(), "done until resync");
+        assert_eq!(
+            fetched(&mut state, rev(3), t0 + Duration::from_secs(61)),
+            [Action::Reconcile { revision: rev(3), why: Why::New }],
+            "a new head is new, not a retry"
         );
     }
 
@@ -376,7 +414,7 @@ mod tests {
         let t0 = Instant::now();
         let mut state = applied(t0);
         fetched(&mut state, rev(2), t0);
-        let ran = Outcome::Ran { attempted: 2, failed: 0, clusters: clusters(&["member1"]) };
+        let ran = Outcome::Ran { attempted: 2, failed: 0, incomplete: 0, clusters: clusters(&["member1"]) };
         let actions = state.step(Event::Cycled { revision: rev(2), outcome: ran, now: t0 });
         assert_eq!(actions, [Action::ForgetCluster("member2".into())]);
     }

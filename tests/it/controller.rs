@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, KeyInit, Mac};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::Api;
 use sha2::Sha256;
 
@@ -93,6 +93,43 @@ async fn drift_is_corrected_every_resync_even_when_fetches_are_an_hour_apart() {
     })
     .await;
     eprintln!("drift corrected {:?} after the delete (resync 2s, interval 1h)", deleted.elapsed());
+}
+
+/// An object a member rejects (here: its namespace is neither in the repository nor in
+/// the member) is retried at the next fetch once the member would take it, not left
+/// for the resync (an hour here) because the rest of the cluster applied.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_object_a_member_rejects_is_retried_at_the_next_fetch() {
+    let members = members();
+    let (ns, late) = ("e2e-retry", "e2e-retry-late");
+    let rejected = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: late, namespace: {late}}}\ndata: {{k: v}}\n---\n\
+         apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: late, namespace: {late}}}\n\
+         spec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap, name: late}}]\n  placement: {{clusterAffinity: {{clusterNames: [member1]}}}}\n"
+    );
+    let repo = serve(&format!("{}---\n{rejected}", fleet(ns, &[("first", &["member1"])])));
+    let http_port = free_port();
+    let cache = tempfile::tempdir().unwrap();
+    let _controller = Running(
+        run_from_daemon(repo.port)
+            .args(["--interval", "1s", "--resync", "1h", "--instance", "retry"])
+            .args(["--kubeconfig", members.kubeconfig().to_str().unwrap()])
+            .args(["--listen", &format!("127.0.0.1:{http_port}"), "--cache-dir", cache.path().to_str().unwrap()])
+            .quiet(),
+    );
+    wait_for("readyz", Duration::from_secs(60), || async { ready(http_port) }).await;
+    let client = members.client("member1").await;
+    assert!(Api::<ConfigMap>::namespaced(client.clone(), ns).get_opt("first").await.unwrap().is_some());
+    let lates: Api<ConfigMap> = Api::namespaced(client.clone(), late);
+    assert!(lates.get_opt("late").await.unwrap().is_none(), "rejected while its namespace is missing");
+    let namespace: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": late}})).unwrap();
+    Api::<Namespace>::all(client).create(&Default::default(), &namespace).await.unwrap();
+    let created = Instant::now();
+    wait_for("the rejected ConfigMap applied by a retry", Duration::from_secs(30), || async {
+        lates.get_opt("late").await.unwrap().is_some()
+    })
+    .await;
+    eprintln!("retried and applied {:?} after its namespace appeared (interval 1s, resync 1h)", created.elapsed());
 }
 
 /// A stop that comes mid-reconcile ends the controller then, not after the next poll
