@@ -49,13 +49,27 @@ repo() {
   } >"$dir/fleet.yaml"
 }
 requests() { cat "$FLOTILLA_CLUSTERS_DIR"/member*/audit.log | grep -c '"username":"admin"' || true; }
-# measure CMD...: prints "seconds requests".
+# CPU seconds (user + system) the members' processes (etcd, API servers, …) have used.
+members_cpu() {
+  local ticks=0 pid
+  while read -r pid _; do
+    [ -r "/proc/$pid/stat" ] && ticks=$((ticks + $(awk '{ print $14 + $15 }' "/proc/$pid/stat")))
+  done <"$FLOTILLA_CLUSTERS_DIR/pids"
+  echo "$ticks / $(getconf CLK_TCK)"
+}
+# CPU seconds this shell's waited-for children have used: `times`, second line (run in
+# this shell, not in a $(…) subshell, whose children would be its own).
+children_cpu() { times >"$work/times"; tail -1 "$work/times" | sed -E 's/([0-9]+)m([0-9.]+)s/(\1*60+\2)/g; s/ /+/'; }
+# measure CMD...: prints "seconds requests client-cpu-seconds members-cpu-seconds". The
+# client's CPU (the command's own, user + system) against the members' shows where the
+# wall time goes: on two cores, three API servers and etcd are most of it.
 measure() {
-  local before after start end
-  before=$(requests); start=$(date +%s.%N)
+  local before after start end cpu0 cpu1 mcpu0 mcpu1
+  before=$(requests); mcpu0=$(members_cpu); children_cpu >"$work/cpu0"; start=$(date +%s.%N)
   "$@" >/dev/null 2>&1
-  end=$(date +%s.%N); sleep 1; after=$(requests)
-  echo "$(python3 -c "print(f'{$end - $start:.2f}')") $((after - before))"
+  end=$(date +%s.%N); children_cpu >"$work/cpu1"; mcpu1=$(members_cpu); sleep 1; after=$(requests)
+  cpu0=$(cat "$work/cpu0"); cpu1=$(cat "$work/cpu1")
+  python3 -c "print(f'{$end - $start:.2f} $((after - before)) {($cpu1) - ($cpu0):.2f} {($mcpu1) - ($mcpu0):.1f}')"
 }
 
 repo bench-flotilla "$work/flotilla"
@@ -68,18 +82,18 @@ kubectl_apply() {
   done
   wait
 }
-read -r ft fr <<<"$(measure "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT")"
-[ -z "$compare" ] || read -r ct cr <<<"$(measure "$compare" apply "$work/compare" --kubeconfig "$KUBECONFIG_OUT" --instance compare)"
-read -r kt kr <<<"$(measure kubectl_apply)"
-read -r fnt fnr <<<"$(measure "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT")"
-[ -z "$compare" ] || read -r cnt cnr <<<"$(measure "$compare" apply "$work/compare" --kubeconfig "$KUBECONFIG_OUT" --instance compare)"
-read -r knt knr <<<"$(measure kubectl_apply)"
-printf '%-34s %10s %10s\n' "$n objects x 3 clusters" seconds requests
-printf '%-34s %10s %10s\n' "flotilla apply (first)" "$ft" "$fr"
-printf '%-34s %10s %10s\n' "kubectl apply --server-side" "$kt" "$kr"
-printf '%-34s %10s %10s\n' "flotilla apply (no-op)" "$fnt" "$fnr"
-printf '%-34s %10s %10s\n' "kubectl apply --server-side (no-op)" "$knt" "$knr"
+read -r ft fr fc fm <<<"$(measure "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT")"
+[ -z "$compare" ] || read -r ct cr cc cm <<<"$(measure "$compare" apply "$work/compare" --kubeconfig "$KUBECONFIG_OUT" --instance compare)"
+read -r kt kr kc km <<<"$(measure kubectl_apply)"
+read -r fnt fnr fnc fnm <<<"$(measure "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT")"
+[ -z "$compare" ] || read -r cnt cnr cnc cnm <<<"$(measure "$compare" apply "$work/compare" --kubeconfig "$KUBECONFIG_OUT" --instance compare)"
+read -r knt knr knc knm <<<"$(measure kubectl_apply)"
+printf '%-36s %8s %9s %11s %12s\n' "$n objects x 3 clusters" seconds requests "client CPU" "members CPU"
+printf '%-36s %8s %9s %11s %12s\n' "flotilla apply (first)" "$ft" "$fr" "$fc" "$fm"
+printf '%-36s %8s %9s %11s %12s\n' "kubectl apply --server-side" "$kt" "$kr" "$kc" "$km"
+printf '%-36s %8s %9s %11s %12s\n' "flotilla apply (no-op)" "$fnt" "$fnr" "$fnc" "$fnm"
+printf '%-36s %8s %9s %11s %12s\n' "kubectl apply --server-side (no-op)" "$knt" "$knr" "$knc" "$knm"
 if [ -n "$compare" ]; then
-  printf '%-34s %10s %10s\n' "compared binary (first)" "$ct" "$cr"
-  printf '%-34s %10s %10s\n' "compared binary (no-op)" "$cnt" "$cnr"
+  printf '%-36s %8s %9s %11s %12s\n' "compared binary (first)" "$ct" "$cr" "$cc" "$cm"
+  printf '%-36s %8s %9s %11s %12s\n' "compared binary (no-op)" "$cnt" "$cnr" "$cnc" "$cnm"
 fi
