@@ -74,15 +74,8 @@ async fn drift_is_corrected_every_resync_even_when_fetches_are_an_hour_apart() {
     let members = members();
     let ns = "e2e-resync";
     let repo = serve(&fleet(ns, &[("kept", &["member1"])]));
-    let http_port = free_port();
-    let cache = tempfile::tempdir().unwrap();
-    let _controller = Running(
-        run_from_daemon(repo.port)
-            .args(["--interval", "1h", "--resync", "2s", "--instance", "resync"])
-            .args(["--kubeconfig", members.kubeconfig().to_str().unwrap()])
-            .args(["--listen", &format!("127.0.0.1:{http_port}"), "--cache-dir", cache.path().to_str().unwrap()])
-            .quiet(),
-    );
+    let (_controller, http_port, _cache) =
+        run_on_daemon(repo.port, &["--interval", "1h", "--resync", "2s", "--instance", "resync"]);
     wait_for("readyz", Duration::from_secs(60), || async { ready(http_port) }).await;
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member1").await, ns);
     assert!(cms.get_opt("kept").await.unwrap().is_some());
@@ -108,15 +101,8 @@ async fn an_object_a_member_rejects_is_retried_at_the_next_fetch() {
          spec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap, name: late}}]\n  placement: {{clusterAffinity: {{clusterNames: [member1]}}}}\n"
     );
     let repo = serve(&format!("{}---\n{rejected}", fleet(ns, &[("first", &["member1"])])));
-    let http_port = free_port();
-    let cache = tempfile::tempdir().unwrap();
-    let _controller = Running(
-        run_from_daemon(repo.port)
-            .args(["--interval", "1s", "--resync", "1h", "--instance", "retry"])
-            .args(["--kubeconfig", members.kubeconfig().to_str().unwrap()])
-            .args(["--listen", &format!("127.0.0.1:{http_port}"), "--cache-dir", cache.path().to_str().unwrap()])
-            .quiet(),
-    );
+    let (_controller, http_port, _cache) =
+        run_on_daemon(repo.port, &["--interval", "1s", "--resync", "1h", "--instance", "retry"]);
     wait_for("readyz", Duration::from_secs(60), || async { ready(http_port) }).await;
     let client = members.client("member1").await;
     assert!(Api::<ConfigMap>::namespaced(client.clone(), ns).get_opt("first").await.unwrap().is_some());
@@ -442,6 +428,19 @@ async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
     let handover = stopped.elapsed();
     assert!(handover < Duration::from_secs(4 + 4), "handover after SIGTERM took {handover:?}");
     eprintln!("SIGTERM: the leader exited after {exited:?}, the standby led after {handover:?}");
+}
+
+/// `flotilla run ARGS` reading the `git daemon` on `port`, with the members' kubeconfig
+/// and a cache directory of its own (returned: it lives as long as the controller),
+/// quiet, serving on a free port.
+fn run_on_daemon(port: u16, args: &[&str]) -> (Running, u16, tempfile::TempDir) {
+    let (http_port, cache) = (free_port(), tempfile::tempdir().unwrap());
+    let controller = run_from_daemon(port)
+        .args(args)
+        .args(["--kubeconfig", members().kubeconfig().to_str().unwrap()])
+        .args(["--listen", &format!("127.0.0.1:{http_port}"), "--cache-dir", cache.path().to_str().unwrap()])
+        .quiet();
+    (Running(controller), http_port, cache)
 }
 
 /// `flotilla run ARGS` with the members' kubeconfig, quiet, serving on a free port.
