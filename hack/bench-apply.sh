@@ -57,19 +57,19 @@ members_cpu() {
   done <"$FLOTILLA_CLUSTERS_DIR/pids"
   echo "$ticks / $(getconf CLK_TCK)"
 }
-# CPU seconds this shell's waited-for children have used: `times`, second line (run in
-# this shell, not in a $(…) subshell, whose children would be its own).
-children_cpu() { times >"$work/times"; tail -1 "$work/times" | sed -E 's/([0-9]+)m([0-9.]+)s/(\1*60+\2)/g; s/ /+/'; }
+# CPU seconds of waited-for children in a file `times` wrote (its second line). `times`
+# must run in the measuring shell: in a $(…) subshell it would count that one's children.
+children_cpu() { tail -1 "$1" | sed -E 's/([0-9]+)m([0-9.]+)s/(\1*60+\2)/g; s/ /+/'; }
 # measure CMD...: prints "seconds requests client-cpu-seconds members-cpu-seconds". The
 # client's CPU (the command's own, user + system) against the members' shows where the
 # wall time goes: on two cores, three API servers and etcd are most of it.
 measure() {
-  local before after start end cpu0 cpu1 mcpu0 mcpu1
-  before=$(requests); mcpu0=$(members_cpu); children_cpu >"$work/cpu0"; start=$(date +%s.%N)
+  local before after start end mcpu0 mcpu1
+  before=$(requests); mcpu0=$(members_cpu); times >"$work/times0"; start=$(date +%s.%N)
   "$@" >/dev/null 2>&1
-  end=$(date +%s.%N); children_cpu >"$work/cpu1"; mcpu1=$(members_cpu); sleep 1; after=$(requests)
-  cpu0=$(cat "$work/cpu0"); cpu1=$(cat "$work/cpu1")
-  python3 -c "print(f'{$end - $start:.2f} $((after - before)) {($cpu1) - ($cpu0):.2f} {($mcpu1) - ($mcpu0):.1f}')"
+  end=$(date +%s.%N); times >"$work/times1"; mcpu1=$(members_cpu); sleep 1; after=$(requests)
+  python3 -c "print(f'{$end - $start:.2f} $((after - before)) \
+{($(children_cpu "$work/times1")) - ($(children_cpu "$work/times0")):.2f} {($mcpu1) - ($mcpu0):.1f}')"
 }
 
 repo bench-flotilla "$work/flotilla"
@@ -82,11 +82,13 @@ kubectl_apply() {
   done
   wait
 }
-read -r ft fr fc fm <<<"$(measure "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT")"
-[ -z "$compare" ] || read -r ct cr cc cm <<<"$(measure "$compare" apply "$work/compare" --kubeconfig "$KUBECONFIG_OUT" --instance compare)"
+flotilla_apply() { "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT"; }
+compare_apply() { "$compare" apply "$work/compare" --kubeconfig "$KUBECONFIG_OUT" --instance compare; }
+read -r ft fr fc fm <<<"$(measure flotilla_apply)"
+[ -z "$compare" ] || read -r ct cr cc cm <<<"$(measure compare_apply)"
 read -r kt kr kc km <<<"$(measure kubectl_apply)"
-read -r fnt fnr fnc fnm <<<"$(measure "$flotilla" apply "$work/flotilla" --kubeconfig "$KUBECONFIG_OUT")"
-[ -z "$compare" ] || read -r cnt cnr cnc cnm <<<"$(measure "$compare" apply "$work/compare" --kubeconfig "$KUBECONFIG_OUT" --instance compare)"
+read -r fnt fnr fnc fnm <<<"$(measure flotilla_apply)"
+[ -z "$compare" ] || read -r cnt cnr cnc cnm <<<"$(measure compare_apply)"
 read -r knt knr knc knm <<<"$(measure kubectl_apply)"
 printf '%-36s %8s %9s %11s %12s\n' "$n objects x 3 clusters" seconds requests "client CPU" "members CPU"
 printf '%-36s %8s %9s %11s %12s\n' "flotilla apply (first)" "$ft" "$fr" "$fc" "$fm"

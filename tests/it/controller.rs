@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use hmac::{Hmac, KeyInit, Mac};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::Api;
+use kube::api::{Api, ObjectMeta};
 use sha2::Sha256;
 
 use crate::apply::fleet;
@@ -108,7 +108,8 @@ async fn an_object_a_member_rejects_is_retried_at_the_next_fetch() {
     assert!(Api::<ConfigMap>::namespaced(client.clone(), ns).get_opt("first").await.unwrap().is_some());
     let lates: Api<ConfigMap> = Api::namespaced(client.clone(), late);
     assert!(lates.get_opt("late").await.unwrap().is_none(), "rejected while its namespace is missing");
-    let namespace: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": late}})).unwrap();
+    let namespace =
+        Namespace { metadata: ObjectMeta { name: Some(late.into()), ..Default::default() }, ..Default::default() };
     Api::<Namespace>::all(client).create(&Default::default(), &namespace).await.unwrap();
     let created = Instant::now();
     wait_for("the rejected ConfigMap applied by a retry", Duration::from_secs(30), || async {
