@@ -48,9 +48,17 @@ fn is_marker(line: &str) -> bool {
     line == "---" || line.starts_with("--- ") || line.starts_with("---\t")
 }
 
+/// Whether a line holds any of a document's content. A marker line's own text counts:
+/// `--- {kind: ConfigMap, ...}` is a whole document written on its marker line, and a
+/// chunk holding only that line must not be taken for an empty one.
 fn has_content(line: &str) -> bool {
-    let trimmed = line.trim();
-    !trimmed.is_empty() && !trimmed.starts_with('#') && !is_marker(line) && trimmed != "..."
+    let (text, end_marker) = match is_marker(line) {
+        // After `---`, even `...` is a scalar, not a document end.
+        true => (&line.trim_end_matches(['\n', '\r'])[3..], None),
+        false => (line, Some("...")),
+    };
+    let trimmed = text.trim();
+    !trimmed.is_empty() && !trimmed.starts_with('#') && Some(trimmed) != end_marker
 }
 
 #[cfg(test)]
@@ -73,6 +81,18 @@ mod tests {
         assert_eq!(chunks.len(), 2);
         assert_eq!(chunks[1].text, "--- |\n  text\n");
         assert_eq!(chunks[1].line, 2);
+    }
+
+    #[test]
+    fn a_document_written_on_its_marker_line_is_kept() {
+        let chunks =
+            split("--- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n--- # only a comment\n---\tb: 1\n");
+        assert_eq!(chunks.len(), 2, "{chunks:?}");
+        assert_eq!((chunks[0].document, chunks[0].line), (1, 1));
+        assert!(chunks[0].text.starts_with("--- {apiVersion"));
+        assert_eq!((chunks[1].document, chunks[1].line, chunks[1].text), (2, 3, "---\tb: 1\n"));
+        let after = split("a: 1\n--- {kind: NetworkPolicy}\n");
+        assert_eq!(after.len(), 2, "a second document on its marker line: {after:?}");
     }
 
     #[test]

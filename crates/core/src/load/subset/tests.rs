@@ -223,3 +223,75 @@ fn random_documents_read_alike_or_are_left_alone() {
     }
     assert!(read > 2_000, "the subset read only {read} of 20,000 documents");
 }
+
+/// The pieces random streams are made of: document markers with and without content on
+/// their line, documents, comments and document ends.
+const STREAM_PIECES: [&str; 16] = [
+    "---\n",
+    "--- ",
+    "---\t",
+    "--- # marker comment\n",
+    "a: 1\n",
+    "{k: v}\n",
+    "[1, 2]\n",
+    "- x\n- y\n",
+    "|\n  text\n",
+    "# comment\n",
+    "...\n",
+    "plain\n",
+    "b:\n  c: d\n",
+    "~\n",
+    "\n",
+    "{kind: NetworkPolicy, metadata: {name: deny-all}}\n",
+];
+
+/// A stream as the loader reads it: split by line, each chunk read on its own (the
+/// subset, else serde-saphyr); empty and null documents skipped, as serde-saphyr skips
+/// them.
+fn split_and_read(text: &str) -> Result<Vec<Value>, String> {
+    let limits = Limits::default();
+    let mut documents = Vec::new();
+    for chunk in split(text) {
+        let value = crate::load::parse_embedded(chunk.text, &limits).map_err(|e| e.to_string())?;
+        if !value.is_null() {
+            documents.push(value);
+        }
+    }
+    Ok(documents)
+}
+
+/// Random multi-document streams: whatever serde-saphyr reads as a stream, splitting
+/// and reading each document gives the same documents, or refuses the stream (a
+/// document after `...` without its own `---` is refused with its file and line); it
+/// never gives other documents, so none (one written on its `---` line included) is
+/// ever dropped.
+#[test]
+fn random_streams_split_into_the_documents_serde_saphyr_reads() {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut options = parse_options(&Limits::default());
+    options.budget.as_mut().expect("a budget").max_documents = 10_000;
+    let (mut agreed, mut refused, mut on_marker_line) = (0, 0, 0);
+    for _ in 0..20_000 {
+        let len = 1 + (next() % 10) as usize;
+        let text: String = (0..len).map(|_| STREAM_PIECES[(next() % STREAM_PIECES.len() as u64) as usize]).collect();
+        let Ok(theirs) = serde_saphyr::from_multiple_with_options::<Value>(&text, options.clone()) else { continue };
+        match split_and_read(&text) {
+            Ok(ours) => assert_eq!(ours, theirs, "the splitter and serde-saphyr disagree on {text:?}"),
+            Err(_) => {
+                assert!(text.contains("...\n"), "refused without a document end: {text:?}");
+                refused += 1;
+                continue;
+            }
+        }
+        agreed += 1;
+        on_marker_line += usize::from(text.lines().any(|l| l.starts_with("--- ") && !l.starts_with("--- #")));
+    }
+    assert!(agreed > 2_000 && on_marker_line > 500, "{agreed} streams read, {on_marker_line} with content on a marker");
+    assert!(refused < agreed / 4, "{refused} refused, {agreed} read alike");
+}
