@@ -231,29 +231,57 @@ fn side(plan: &Plan, item: &Rendered) -> Option<Side> {
     Some(Side { manifest: plan.manifest(item).ok()?, overrides: item.overrides.iter().map(rule).collect() })
 }
 
+/// The top-level fields of a Secret that hold no value of it; every other field is
+/// masked whatever its shape, so a mis-indented value (`password:` beside `stringData:`),
+/// `data` written as one string or a list, or turned into a string by an override, is
+/// masked too.
+const SECRET_PLAIN_FIELDS: [&str; 5] = ["apiVersion", "kind", "metadata", "type", "immutable"];
+
+/// The annotation `kubectl apply` copies a whole object into, values included.
+const LAST_APPLIED: &str = "/annotations/kubectl.kubernetes.io~1last-applied-configuration";
+
 /// Both sides of a Secret with every value masked, as Argo CD masks them: an unchanged
 /// value is `++++++++` on both sides, a changed one `++++++++` before and `+++++++++`
 /// after, so the diff shows that it changed and nothing of what it is (not even a
-/// digest a weak password could be guessed from).
+/// digest a weak password could be guessed from). Masked by kind: under a map the keys
+/// stay visible and each value is masked; any other shape is masked whole.
 fn masked(key: &ObjectKey, before: &Value, after: &Value) -> (Value, Value) {
     let (mut before, mut after) = (before.clone(), after.clone());
     if !(key.group().is_empty() && key.kind == "Secret") {
         return (before, after);
     }
-    for field in ["data", "stringData"] {
-        let old = before.get(field).and_then(Value::as_object).cloned().unwrap_or_default();
-        let new = after.get(field).and_then(Value::as_object).cloned().unwrap_or_default();
-        if let Some(Value::Object(values)) = before.get_mut(field) {
-            values.values_mut().for_each(|v| *v = Value::from(MASK));
-        }
-        if let Some(Value::Object(values)) = after.get_mut(field) {
-            for (name, value) in values.iter_mut() {
-                let changed = old.get(name).is_some_and(|was| Some(was) != new.get(name));
-                *value = Value::from(if changed { format!("{MASK}+") } else { MASK.to_owned() });
+    mask_secret(&mut after, Some(&before));
+    mask_secret(&mut before, None);
+    (before, after)
+}
+
+/// Masks every value of one side of a Secret; with `earlier` (the other side, for the
+/// later one), a value that differs from the earlier one is marked changed.
+fn mask_secret(secret: &mut Value, earlier: Option<&Value>) {
+    let Some(fields) = secret.as_object_mut() else { return };
+    for (name, value) in fields.iter_mut() {
+        let was = earlier.and_then(|e| e.get(name));
+        if name == "metadata" {
+            if let Some(annotation) = value.pointer_mut(LAST_APPLIED) {
+                *annotation = mask(annotation, was.and_then(|m| m.pointer(LAST_APPLIED)), earlier.is_some());
             }
+        } else if SECRET_PLAIN_FIELDS.contains(&name.as_str()) {
+            continue;
+        } else if let Value::Object(entries) = value {
+            for (entry, value) in entries.iter_mut() {
+                *value = mask(value, was.and_then(|w| w.get(entry)), earlier.is_some());
+            }
+        } else {
+            *value = mask(value, was, earlier.is_some());
         }
     }
-    (before, after)
+}
+
+/// The mask for one value: changed when it is the later side and differs from an
+/// earlier value that existed.
+fn mask(value: &Value, was: Option<&Value>, later: bool) -> Value {
+    let changed = later && was.is_some_and(|was| was != value);
+    Value::from(if changed { format!("{MASK}+") } else { MASK.to_owned() })
 }
 
 /// Leaf differences between `a` and `b`, with dotted paths.
@@ -360,6 +388,54 @@ mod tests {
         assert_eq!((change.object.kind.as_str(), change.fields[0].path.as_str()), ("Secret", "stringData.password"));
         assert!(change.fields[0].from.as_ref().unwrap().as_str().unwrap().starts_with(MASK));
         assert_ne!(change.fields[0].from, change.fields[0].to);
+    }
+
+    #[test]
+    fn secret_values_are_masked_whatever_their_shape() {
+        let secret = |body: &str| {
+            serde_json::from_str::<Value>(&format!(
+                r#"{{"apiVersion": "v1", "kind": "Secret", "metadata": {{"name": "s"}}, {body}}}"#
+            ))
+            .unwrap()
+        };
+        let key = ObjectKey::new("v1", "Secret", Some("default"), "s");
+        let cases = [
+            // Mis-indented: the value sits beside stringData, not under it.
+            (r#""stringData": null"#, r#""stringData": null, "password": "correct-horse-battery""#),
+            // data as one base64 string, as a list, as a number.
+            (r#""data": "aHVudGVyMg==""#, r#""data": "Y29ycmVjdC1ob3JzZQ==""#),
+            (r#""data": ["hunter2"]"#, r#""data": ["correct-horse-battery"]"#),
+            (r#""data": {"p": "aHVudGVyMg=="}"#, r#""data": "Y29ycmVjdC1ob3JzZQ==""#),
+            (
+                r#""stringData": {"p": "hunter2"}, "type": "Opaque""#,
+                r#""stringData": {"p": "correct-horse-battery"}, "type": "Opaque""#,
+            ),
+        ];
+        for (before, after) in cases {
+            let (b, a) = masked(&key, &secret(before), &secret(after));
+            let mut fields = Vec::new();
+            fields_between(&b, &a, &mut String::new(), &mut fields);
+            let shown = serde_json::to_string(&fields).unwrap();
+            for value in ["hunter2", "aHVudGVyMg", "correct-horse", "Y29ycmVjdC1ob3JzZQ"] {
+                assert!(!shown.contains(value), "{value} shown for {after}: {shown}");
+            }
+            assert!(!fields.is_empty() && shown.contains(MASK), "the change still shows: {shown}");
+        }
+        let annotated = |password: &str| {
+            let applied = format!(r#"{{"stringData":{{"p":"{password}"}}}}"#);
+            let annotations =
+                serde_json::json!({"kubectl.kubernetes.io/last-applied-configuration": applied, "team": "a"});
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "annotations": annotations}})
+        };
+        let (b, a) = masked(&key, &annotated("hunter2"), &annotated("correct-horse"));
+        let text = format!("{b} {a}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("correct-horse") && text.contains(r#""team":"a""#),
+            "{text}"
+        );
+        // Only Secrets are masked.
+        let config = serde_json::json!({"kind": "ConfigMap", "data": "plain"});
+        assert_eq!(masked(&ObjectKey::new("v1", "ConfigMap", Some("default"), "c"), &config, &config).0, config);
     }
 
     #[test]
