@@ -33,6 +33,17 @@ pub struct ApiError {
     method: Method,
     path: String,
     what: String,
+    /// The forge answered and refused (a 4xx other than 408 and 429): sending the same
+    /// request again gets the same answer.
+    refused: bool,
+}
+
+impl ApiError {
+    /// Whether the forge refused the request itself (too long, invalid, forbidden), so
+    /// the same request is not worth sending again.
+    pub fn refused(&self) -> bool {
+        self.refused
+    }
 }
 
 impl Http {
@@ -47,7 +58,7 @@ impl Http {
     /// Sends `body` (if any) to `url` and returns the parsed JSON answer (`Null` for an
     /// empty one). `path` names the request in errors.
     pub async fn json(&self, method: Method, url: &str, path: &str, body: Option<&Value>) -> Result<Value, ApiError> {
-        let fail = |what: String| ApiError { method: method.clone(), path: path.to_owned(), what };
+        let fail = |what: String| ApiError { method: method.clone(), path: path.to_owned(), what, refused: false };
         let payload = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
         let request = Request::builder()
             .method(method.clone())
@@ -71,7 +82,10 @@ impl Http {
         let (status, body) =
             tokio::time::timeout(TIMEOUT, exchange).await.map_err(|_| fail(format!("no answer in {TIMEOUT:?}")))??;
         if !status.is_success() {
-            return Err(fail(refusal(status, &body)));
+            let refused = status.is_client_error()
+                && status != StatusCode::REQUEST_TIMEOUT
+                && status != StatusCode::TOO_MANY_REQUESTS;
+            return Err(ApiError { refused, ..fail(refusal(status, &body)) });
         }
         if body.is_empty() {
             return Ok(Value::Null);

@@ -73,6 +73,9 @@ pub struct Forge {
     /// `owner/name` (GitLab: the project's path or numeric id).
     repo: String,
     http: http::Http,
+    /// The forge user the token acts as, asked once: only that user's comments are
+    /// flotilla's to edit.
+    me: std::sync::Arc<tokio::sync::OnceCell<String>>,
 }
 
 /// Pages of a listing read at most (100 items each).
@@ -91,7 +94,27 @@ impl Forge {
             api: api.trim_end_matches('/').to_owned(),
             repo: repo.to_owned(),
             http: http::Http::new(auth)?,
+            me: Default::default(),
         })
+    }
+
+    /// The login of the user the token acts as (GitHub and Gitea `login`, GitLab
+    /// `username`), asked of the forge once.
+    async fn me(&self) -> Result<&str, ApiError> {
+        let field = if self.kind == Kind::Gitlab { "username" } else { "login" };
+        let asked = self.me.get_or_try_init(|| async {
+            let user = self.call(Method::GET, "user", None).await?;
+            Ok::<_, ApiError>(user[field].as_str().unwrap_or_default().to_owned())
+        });
+        asked.await.map(String::as_str)
+    }
+
+    /// Who wrote a comment (GitHub and Gitea `user.login`, GitLab `author.username`).
+    fn author<'c>(&self, comment: &'c Value) -> Option<&'c str> {
+        match self.kind {
+            Kind::Gitlab => comment["author"]["username"].as_str(),
+            Kind::Github | Kind::Gitea => comment["user"]["login"].as_str(),
+        }
     }
 
     /// Which forge.
@@ -147,7 +170,10 @@ impl Forge {
     }
 
     /// Posts `body` on the pull request, or edits flotilla's earlier comment there (the
-    /// one starting with `marker`), so one comment follows the pull request.
+    /// first one starting with `marker` **that the token's own user wrote**), so one
+    /// comment follows the pull request. A comment someone else wrote with the marker
+    /// is never taken for it: the plan would show under their name, and they could
+    /// edit it.
     pub async fn upsert_comment(&self, number: u64, marker: &str, body: &str) -> Result<(), ApiError> {
         let (list, edit_method, edit_base) = match self.kind {
             Kind::Gitlab => {
@@ -159,8 +185,11 @@ impl Forge {
                 (format!("{project}/issues/{number}/comments"), Method::PATCH, format!("{project}/issues/comments"))
             }
         };
+        let me = self.me().await?;
         let comments = self.list(&list).await?;
-        let ours = comments.iter().find(|c| c["body"].as_str().is_some_and(|b| b.starts_with(marker)));
+        let ours = comments.iter().find(|c| {
+            !me.is_empty() && self.author(c) == Some(me) && c["body"].as_str().is_some_and(|b| b.starts_with(marker))
+        });
         let payload = json!({ "body": body });
         match ours.and_then(|c| c.get("id")) {
             Some(id) => {
@@ -285,9 +314,17 @@ mod tests {
                     return (StatusCode::NOT_FOUND, json!({"message": "Not Found"}).to_string());
                 }
                 ("GET", p) if p.ends_with("/pulls") || p.ends_with("/merge_requests") => listed(kind),
+                ("GET", p) if p.ends_with("/user") => json!({"login": "flotilla-bot", "username": "flotilla-bot"}),
                 ("GET", p) if p.ends_with("/comments") || p.ends_with("/notes") => Value::from(fake.comments.clone()),
+                ("POST", _) if body["body"].as_str().is_some_and(|b| b.len() > 65_536) => {
+                    let message =
+                        json!({"message": "Validation Failed: body is too long (maximum is 65536 characters)"});
+                    return (StatusCode::UNPROCESSABLE_ENTITY, message.to_string());
+                }
                 ("POST", p) if p.ends_with("/comments") || p.ends_with("/notes") => {
-                    let comment = json!({"id": fake.comments.len() + 100, "body": body["body"]});
+                    let id = fake.comments.len() + 100;
+                    let comment = json!({"id": id, "body": body["body"], "user": {"login": "flotilla-bot"},
+                                         "author": {"username": "flotilla-bot"}});
                     fake.comments.push(comment.clone());
                     comment
                 }
@@ -314,6 +351,10 @@ mod tests {
 
     async fn exercise(kind: Kind, api_path: &str) -> Arc<Mutex<Fake>> {
         let (root, fake) = serve(kind).await;
+        // Someone else posted the marker first: their comment is never taken for ours.
+        let forged = json!({"id": 7, "body": "<!-- m -->\nNo changes.", "user": {"login": "mallory"},
+                            "author": {"username": "mallory"}});
+        fake.lock().unwrap().comments.push(forged);
         let forge = Forge::new(kind, &format!("{root}{api_path}"), "org/fleet", "s3cret").unwrap();
         let open = forge.open_pulls().await.unwrap();
         assert_eq!(open.len(), 1);
@@ -327,9 +368,14 @@ mod tests {
         let missing = Forge::new(kind, &format!("{root}{api_path}"), "org/missing", "s3cret").unwrap();
         let error = missing.open_pulls().await.unwrap_err().to_string();
         assert!(error.contains("404") && error.contains("Not Found") && !error.contains("s3cret"), "{error}");
+        let too_long = forge.upsert_comment(4, "<!-- x -->", &"x".repeat(70_000)).await.unwrap_err();
+        assert!(too_long.refused() && too_long.to_string().contains("422"), "{too_long}");
+        assert!(missing.open_pulls().await.unwrap_err().refused(), "a 404 is the forge's answer, not an outage");
         let state = fake.lock().unwrap();
-        assert_eq!(state.comments.len(), 1, "one comment, edited in place");
-        assert_eq!(state.comments[0]["body"], "<!-- m -->\nsecond");
+        assert_eq!(state.comments.len(), 2, "one comment of ours, edited in place; mallory's untouched");
+        assert_eq!(state.comments[0]["body"], "<!-- m -->\nNo changes.");
+        assert_eq!(state.comments[1]["body"], "<!-- m -->\nsecond");
+        assert_eq!(state.seen.iter().filter(|(m, p, ..)| m == "GET" && p.ends_with("/user")).count(), 1, "asked once");
         assert_eq!(state.statuses[0]["description"].as_str().unwrap().len(), 140);
         drop(state);
         fake
@@ -346,7 +392,9 @@ mod tests {
         let bearer = "Bearer s3cret".to_owned();
         assert_eq!(seen[0], ("GET".into(), "/repos/org/fleet/pulls?state=open&per_page=100&page=1".into(), bearer));
         assert!(seen.iter().any(|(m, p, _)| m == "POST" && p == "/repos/org/fleet/issues/4/comments"));
-        assert!(seen.iter().any(|(m, p, _)| m == "PATCH" && p == "/repos/org/fleet/issues/comments/100"));
+        assert!(seen.iter().any(|(m, p, _)| m == "PATCH" && p == "/repos/org/fleet/issues/comments/101"));
+        assert!(!seen.iter().any(|(m, p, _)| m == "PATCH" && p.ends_with("/comments/7")), "mallory's is not edited");
+        assert!(seen.iter().any(|(m, p, _)| m == "GET" && p == "/user"));
         assert!(seen.iter().any(|(m, p, _)| m == "POST" && p == "/repos/org/fleet/statuses/abc123"));
         let status = &fake.lock().unwrap().statuses[0];
         assert_eq!((status["state"].as_str(), status["context"].as_str()), (Some("failure"), Some("flotilla/plan")));
@@ -362,7 +410,8 @@ mod tests {
             ("GET".into(), format!("{project}/merge_requests?state=opened&per_page=100&page=1"), "s3cret".into())
         );
         assert!(seen.iter().any(|(m, p, _)| m == "POST" && *p == format!("{project}/merge_requests/4/notes")));
-        assert!(seen.iter().any(|(m, p, _)| m == "PUT" && *p == format!("{project}/merge_requests/4/notes/100")));
+        assert!(seen.iter().any(|(m, p, _)| m == "PUT" && *p == format!("{project}/merge_requests/4/notes/101")));
+        assert!(seen.iter().any(|(m, p, _)| m == "GET" && p == "/api/v4/user"));
         assert!(seen.iter().any(|(m, p, _)| m == "POST" && *p == format!("{project}/statuses/abc123")));
         let status = &fake.lock().unwrap().statuses[0];
         assert_eq!((status["state"].as_str(), status["name"].as_str()), (Some("failed"), Some("flotilla/plan")));
@@ -374,6 +423,7 @@ mod tests {
         let seen = requests(&fake);
         let token = "token s3cret".to_owned();
         assert_eq!(seen[0], ("GET".into(), "/api/v1/repos/org/fleet/pulls?state=open&limit=100&page=1".into(), token));
-        assert!(seen.iter().any(|(m, p, _)| m == "PATCH" && p == "/api/v1/repos/org/fleet/issues/comments/100"));
+        assert!(seen.iter().any(|(m, p, _)| m == "PATCH" && p == "/api/v1/repos/org/fleet/issues/comments/101"));
+        assert!(seen.iter().any(|(m, p, _)| m == "GET" && p == "/api/v1/user"));
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use flotilla_core::escape;
 use flotilla_core::model::{ObjectKey, Plan};
 use flotilla_core::preview::{self, EXPIRES_LABEL, HEAD_LABEL, PREVIEW_LABEL, Stamp};
 use k8s_openapi::api::core::v1::Namespace;
@@ -52,8 +53,8 @@ impl Previews {
             }
             Err(e) => targets.iter().map(|t| (t.clone(), Err(format!("{e:#}")))).collect(),
         };
-        let failures: Vec<String> =
-            outcomes.iter().filter_map(|(c, o)| o.as_ref().err().map(|e| format!("`{c}`: {e}"))).collect();
+        let failures: Vec<(&String, &String)> =
+            outcomes.iter().filter_map(|(c, o)| o.as_ref().err().map(|e| (c, e))).collect();
         let namespaces: BTreeSet<&str> = relocated
             .plan
             .clusters
@@ -62,8 +63,8 @@ impl Previews {
             .filter_map(|i| relocated.plan.loaded.templates[i.template].key.namespace.as_deref())
             .collect();
         let mut note = format!(
-            "**Preview** of `{}` in {} ({}), until {} unless pushed again.",
-            &stamp.head[..stamp.head.len().min(12)],
+            "**Preview** of {} in {} ({}), until {} unless pushed again.",
+            escape::code(&stamp.head[..stamp.head.len().min(12)], escape::Place::Flow),
             list(&targets),
             list(&namespaces.into_iter().map(str::to_owned).collect::<Vec<_>>()),
             preview::expiry_text(stamp.expires)
@@ -73,8 +74,14 @@ impl Previews {
             note += &format!(" Cluster-scoped objects are left out of previews: {}.", list(&left));
         }
         if !failures.is_empty() {
-            error!(pull = stamp.number, failures = failures.join("; "), "the preview was not applied everywhere");
-            note += &format!(" **Not applied** in {}.", failures.join("; "));
+            let logged: Vec<String> = failures.iter().map(|(c, e)| format!("{c}: {e}")).collect();
+            error!(pull = stamp.number, failures = logged.join("; "), "the preview was not applied everywhere");
+            // A member's error text is untrusted too: running text in the comment.
+            let shown: Vec<String> = failures
+                .iter()
+                .map(|(c, e)| format!("{}: {}", list(std::slice::from_ref(*c)), escape::text(e)))
+                .collect();
+            note += &format!(" **Not applied** in {}.", shown.join("; "));
         }
         (note, failures.is_empty())
     }

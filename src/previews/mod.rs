@@ -16,7 +16,7 @@ use flotilla_core::model::{ClusterState, Plan};
 use flotilla_core::plan_diff::{self, markdown};
 use flotilla_core::preview::Stamp;
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::clusters;
 use crate::clusters::connect::{Pool, Trust};
@@ -220,6 +220,12 @@ impl Previews {
                 // head, the next poll sees the difference and plans again.
                 Event::Planned { number, head: rendered, preview: deployed }
             }
+            // The same comment would be refused again (too long, invalid, forbidden):
+            // not sent again until the pull request changes.
+            Err(e) if e.refused() => {
+                error!(pull = number, error = %e, "the forge refused the plan; not sent again until the pull request changes");
+                Event::Planned { number, head: rendered, preview: deployed }
+            }
             Err(e) => failed(e.into()),
         }
     }
@@ -266,13 +272,13 @@ impl Previews {
     /// the comment, and nothing applied.
     async fn broken(&self, pull: &PullRequest, error: &str) -> anyhow::Result<Event> {
         warn!(pull = pull.number, error, "the pull request's head does not render");
-        let body = format!(
-            "{}\n### flotilla plan: `{}` does not render\n\nNothing is planned or applied for this head:\n\n```\n{}\n```\n",
-            markdown::MARKER,
-            &pull.head[..pull.head.len().min(12)],
-            error.replace("```", "'''")
-        );
-        self.forge.upsert_comment(pull.number, markdown::MARKER, &body).await?;
+        let body = markdown::broken(&pull.head, error, markdown::BUDGET);
+        match self.forge.upsert_comment(pull.number, markdown::MARKER, &body).await {
+            Err(e) if e.refused() => {
+                error!(pull = pull.number, error = %e, "the forge refused the comment; not sent again until the pull request changes")
+            }
+            other => other?,
+        }
         let status = status("flotilla/plan", CommitState::Failure, error);
         self.forge.set_status(&pull.head, &status).await?;
         Ok(Event::Planned { number: pull.number, head: pull.head.clone(), preview: None })
@@ -338,9 +344,11 @@ fn statuses(diff: &plan_diff::PlanDiff, preview_failed: bool) -> Vec<Status> {
     all
 }
 
+/// Names for a comment, each as code (they come from the repository).
 fn list(items: &[String]) -> String {
     if items.is_empty() {
         return "no cluster".into();
     }
-    items.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+    let code = |i: &String| flotilla_core::escape::code(i, flotilla_core::escape::Place::Flow);
+    items.iter().map(code).collect::<Vec<_>>().join(", ")
 }

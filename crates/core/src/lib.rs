@@ -19,6 +19,7 @@
 pub mod autoscale;
 pub mod dependencies;
 pub mod diff;
+pub mod escape;
 pub mod failover;
 pub mod finish;
 pub mod inventory;

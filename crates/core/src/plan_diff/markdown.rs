@@ -2,12 +2,17 @@
 //! updated on every push), a summary table of every cluster, the new problems, then one
 //! collapsible diff per cluster, within a character budget below the forges' limits.
 //! What does not fit is named and summarised, never cut mid-line.
+//!
+//! Every piece of repository text (names, paths, values, messages) is escaped for the
+//! place it lands ([`crate::escape`]): a name cannot end a table row, forge a line, hide
+//! the rest of the comment, link, embed an image or mention anyone.
 
 use std::fmt::Write;
 
 use serde_json::Value;
 
 use super::{Changed, ClusterDiff, Entry, PlanDiff};
+use crate::escape::{self, Place, code, visible};
 
 /// The hidden first line by which flotilla recognises its own comment.
 pub const MARKER: &str = "<!-- flotilla:plan -->";
@@ -43,7 +48,8 @@ impl Default for Comment<'_> {
 /// leave room for the summary; a budget under 1,000 characters is raised to that).
 pub fn markdown(diff: &PlanDiff, options: &Comment) -> String {
     let budget = options.budget.max(1_000);
-    let mut out = format!("{MARKER}\n### flotilla plan `{}` → `{}`\n\n", short(&diff.from), short(&diff.to));
+    let (from, to) = (code(short(&diff.from), Place::Flow), code(short(&diff.to), Place::Flow));
+    let mut out = format!("{MARKER}\n### flotilla plan {from} → {to}\n\n");
     if diff.is_empty() {
         out += "No changes in any cluster.\n";
     } else {
@@ -65,7 +71,7 @@ pub fn markdown(diff: &PlanDiff, options: &Comment) -> String {
         }
     }
     if !left_out.is_empty() {
-        let mut names = left_out.iter().take(20).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        let mut names = left_out.iter().take(20).map(|n| code(n, Place::Flow)).collect::<Vec<_>>().join(", ");
         if left_out.len() > 20 {
             names += &format!(" and {} more", left_out.len() - 20);
         }
@@ -78,6 +84,30 @@ pub fn markdown(diff: &PlanDiff, options: &Comment) -> String {
 /// The abbreviated revision.
 fn short(revision: &str) -> &str {
     revision.get(..12).unwrap_or(revision)
+}
+
+/// The comment for a head that does not render: the error in a code block, cut to fit
+/// `budget` (the error may quote a name of any length), never a plan.
+pub fn broken(head: &str, error: &str, budget: usize) -> String {
+    const CUT: &str = "\n… (the error is longer than a comment allows)";
+    let budget = budget.max(1_000);
+    let head = code(short(head), Place::Flow);
+    let intro = format!(
+        "{MARKER}\n### flotilla plan: {head} does not render\n\nNothing is planned or applied for this head:\n\n"
+    );
+    let mut error = visible(error).into_owned();
+    // The fence can be as long as the error's longest run of backticks, twice.
+    let room = budget.saturating_sub(intro.len() + 2 * 6 + CUT.len() + 4) / 3;
+    if error.len() > room {
+        let mut end = room;
+        while !error.is_char_boundary(end) {
+            end -= 1;
+        }
+        error.truncate(end);
+        error += CUT;
+    }
+    let fence = fence(&error);
+    format!("{intro}{fence}\n{error}\n{fence}\n")
 }
 
 fn summary(diff: &PlanDiff) -> String {
@@ -93,6 +123,7 @@ fn summary(diff: &PlanDiff) -> String {
     }
     out += "| Cluster | Added | Changed | Removed | Placement and replicas |\n|:--|--:|--:|--:|:--|\n";
     for (name, c) in diff.clusters.iter().take(MAX_ROWS) {
+        let name = code(name, Place::Cell);
         let _ =
             writeln!(out, "| {name} | {} | {} | {} | {} |", c.added.len(), c.changed.len(), c.removed.len(), moves(c));
     }
@@ -109,7 +140,7 @@ fn moves(cluster: &ClusterDiff) -> String {
     let leave = cluster.removed.iter().filter_map(|e| Some(format!("{} gone (was {})", object(e), e.replicas?)));
     let scaled = cluster.changed.iter().filter_map(|c| {
         let field = c.fields.iter().find(|f| f.path == "spec.replicas")?;
-        Some(format!("{} {} → {}", object(&c.object), shown(&field.from), shown(&field.to)))
+        Some(format!("{} {} → {}", object(&c.object), count(&field.from), count(&field.to)))
     });
     let all: Vec<String> = arrive.chain(leave).chain(scaled).collect();
     let mut cell = all.iter().take(MAX_MOVES).cloned().collect::<Vec<_>>().join("<br>");
@@ -125,13 +156,19 @@ fn spelled(e: &Entry) -> String {
     format!("{} {at}", e.kind)
 }
 
-/// [`spelled`], table-safe (names cannot hold `|`, but a cell must never break).
+/// [`spelled`] as code in a table cell: whatever the name holds, the cell never breaks.
 fn object(e: &Entry) -> String {
-    spelled(e).replace('|', "\\|")
+    code(&spelled(e), Place::Cell)
 }
 
-fn shown(value: &Option<Value>) -> String {
-    value.as_ref().map_or("(absent)".to_owned(), Value::to_string)
+/// A replica count for a table cell: a number as it is, anything else (a repository
+/// may write a string) as code.
+fn count(value: &Option<Value>) -> String {
+    match value {
+        None => "(absent)".to_owned(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(other) => code(&other.to_string(), Place::Cell),
+    }
 }
 
 fn problems(diff: &PlanDiff) -> String {
@@ -140,9 +177,10 @@ fn problems(diff: &PlanDiff) -> String {
     }
     let mut out = format!("\n**New problems ({})**\n\n", diff.problems.len());
     for p in diff.problems.iter().take(MAX_PROBLEMS) {
-        let at = p.cluster.as_deref().map(|c| format!(" in `{c}`")).unwrap_or_default();
-        let text = format!("{}{at} ({}:{}): {}", p.object, p.origin.file, p.origin.line, p.message);
-        let _ = writeln!(out, "- {}", text.replace('\n', " "));
+        let at = p.cluster.as_deref().map(|c| format!(" in {}", code(c, Place::Flow))).unwrap_or_default();
+        let (object, origin) =
+            (code(&p.object.to_string(), Place::Flow), format!("{}:{}", p.origin.file, p.origin.line));
+        let _ = writeln!(out, "- {object}{at} ({}): {}", code(&origin, Place::Flow), escape::text(&p.message));
     }
     if diff.problems.len() > MAX_PROBLEMS {
         let _ = writeln!(out, "- … {} more", diff.problems.len() - MAX_PROBLEMS);
@@ -156,7 +194,7 @@ fn details(name: &str, cluster: &ClusterDiff) -> String {
     for e in &cluster.added {
         let _ = writeln!(body, "+ {}{}", full(e), e.replicas.map(|r| format!(" (replicas {r})")).unwrap_or_default());
         for rule in &e.overrides {
-            let _ = writeln!(body, "+     override: {rule}");
+            let _ = writeln!(body, "+     override: {}", visible(rule));
         }
     }
     for c in &cluster.changed {
@@ -169,30 +207,34 @@ fn details(name: &str, cluster: &ClusterDiff) -> String {
         [("added", cluster.added.len()), ("changed", cluster.changed.len()), ("removed", cluster.removed.len())];
     let label = counts.iter().filter(|(_, n)| *n > 0).map(|(w, n)| format!("{n} {w}")).collect::<Vec<_>>().join(", ");
     let fence = fence(&body);
+    let name = escape::html(name);
     format!("\n<details><summary><b>{name}</b>: {label}</summary>\n\n{fence}diff\n{body}{fence}\n\n</details>\n")
 }
 
 fn change(c: &Changed) -> String {
     let mut out = format!("~ {}\n", full(&c.object));
     for f in &c.fields {
+        let path = visible(&f.path);
         if let Some(from) = &f.from {
-            out += &format!("-     {}: {from}\n", f.path);
+            out += &format!("-     {path}: {from}\n");
         }
         if let Some(to) = &f.to {
-            out += &format!("+     {}: {to}\n", f.path);
+            out += &format!("+     {path}: {to}\n");
         }
     }
     for rule in &c.overrides_added {
-        out += &format!("+     override: {rule}\n");
+        out += &format!("+     override: {}\n", visible(rule));
     }
     for rule in &c.overrides_removed {
-        out += &format!("-     override: {rule}\n");
+        out += &format!("-     override: {}\n", visible(rule));
     }
     out
 }
 
+/// `apiVersion Kind ns/name`, for a line of the diff (a code block: only hidden
+/// characters need writing out).
 fn full(e: &Entry) -> String {
-    format!("{} {}", e.api_version, spelled(e))
+    visible(&format!("{} {}", e.api_version, spelled(e))).into_owned()
 }
 
 /// A code fence longer than any run of backticks in `body`, so no value closes it.
@@ -253,9 +295,9 @@ mod tests {
     fn the_summary_names_every_cluster_with_its_replica_changes() {
         let text = markdown(&nginx_to_ten(), &Comment::default());
         assert!(text.starts_with(MARKER), "{text}");
-        assert!(text.contains("`aaaaaaaaaaaa` → `bbbbbbbbbbbb`"), "{text}");
-        assert!(text.contains("| member1 | 0 | 1 | 0 | Deployment default/nginx 1 → 5 |"), "{text}");
-        assert!(text.contains("| member2 | 1 | 0 | 0 | Deployment default/nginx new (5) |"), "{text}");
+        assert!(text.contains("` aaaaaaaaaaaa ` → ` bbbbbbbbbbbb `"), "{text}");
+        assert!(text.contains("| ` member1 ` | 0 | 1 | 0 | ` Deployment default/nginx ` 1 → 5 |"), "{text}");
+        assert!(text.contains("| ` member2 ` | 1 | 0 | 0 | ` Deployment default/nginx ` new (5) |"), "{text}");
         assert!(text.contains("-     spec.replicas: 1\n+     spec.replicas: 5\n"), "{text}");
         assert!(text.contains("<details><summary><b>member2</b>: 1 added</summary>"), "{text}");
     }

@@ -6,6 +6,8 @@
 //! shown as `++++++++` (Argo CD's mask; `+++++++++` for a changed value), so a diff says
 //! that a value changed, not what it became.
 
+#[cfg(test)]
+mod hostile;
 pub mod live;
 pub mod markdown;
 
