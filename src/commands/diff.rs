@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use anyhow::Context;
+use flotilla_core::escape::visible;
 use flotilla_core::plan_diff::{self, PlanDiff, markdown};
 
 use flotilla_core::model::{ClusterState, Plan};
@@ -102,7 +103,7 @@ fn live(args: &DiffArgs, plan: &Plan, scope: Option<&Project>) -> anyhow::Result
         match outcome {
             Ok(found) => {
                 if let Some(refused) = &found.prune_refused {
-                    eprintln!("warning: {cluster}: {refused}");
+                    eprintln!("warning: {}: {}", visible(&cluster), visible(refused));
                 }
                 let changes = plan_diff::live::cluster(&found.observed, &found.removed);
                 if changes != plan_diff::ClusterDiff::default() {
@@ -116,48 +117,78 @@ fn live(args: &DiffArgs, plan: &Plan, scope: Option<&Project>) -> anyhow::Result
     Ok(diff)
 }
 
-/// Per cluster: `+` added, `~` changed (then one line per field), `-` removed.
+/// Per cluster: `+` added, `~` changed (then one line per field), `-` removed. Names,
+/// paths, rules and messages come from the repository or a member: their hidden
+/// characters are written out, so none can forge a line or drive the terminal.
 fn text(diff: &PlanDiff) -> String {
     let mut out = String::new();
     let show = |v: &Option<serde_json::Value>| v.as_ref().map_or("(absent)".to_owned(), |v| v.to_string());
     let object = |e: &plan_diff::Entry| {
         let at = if e.namespace.is_empty() { e.name.clone() } else { format!("{}/{}", e.namespace, e.name) };
         let replicas = e.replicas.map(|r| format!(" (replicas {r})")).unwrap_or_default();
-        format!("{} {} {at}{replicas}", e.api_version, e.kind)
+        visible(&format!("{} {} {at}{replicas}", e.api_version, e.kind)).into_owned()
     };
     for (cluster, changes) in &diff.clusters {
+        let cluster = visible(cluster);
         out += &format!("{cluster}\n");
         for e in &changes.added {
             out += &format!("  + {}\n", object(e));
             for rule in &e.overrides {
-                out += &format!("      override {rule}\n");
+                out += &format!("      override {}\n", visible(rule));
             }
         }
         for c in &changes.changed {
             out += &format!("  ~ {}\n", object(&c.object));
             for f in &c.fields {
-                out += &format!("      {}: {} → {}\n", f.path, show(&f.from), show(&f.to));
+                out += &format!("      {}: {} → {}\n", visible(&f.path), show(&f.from), show(&f.to));
             }
             for rule in &c.overrides_added {
-                out += &format!("      override now applies: {rule}\n");
+                out += &format!("      override now applies: {}\n", visible(rule));
             }
             for rule in &c.overrides_removed {
-                out += &format!("      override no longer applies: {rule}\n");
+                out += &format!("      override no longer applies: {}\n", visible(rule));
             }
         }
         for e in &changes.removed {
             out += &format!("  - {}\n", object(e));
         }
         for f in &changes.failed {
-            out += &format!("  ! {}: {}\n", object(&f.object), f.reason);
+            out += &format!("  ! {}: {}\n", object(&f.object), visible(&f.reason));
         }
     }
     for p in &diff.problems {
         let at = p.cluster.as_deref().map(|c| format!(" in cluster {c}")).unwrap_or_default();
-        out += &format!("new problem: {}{at} ({}:{}): {}\n", p.object, p.origin.file, p.origin.line, p.message);
+        let line = format!("new problem: {}{at} ({}:{}): {}", p.object, p.origin.file, p.origin.line, p.message);
+        out += &format!("{}\n", visible(&line));
     }
     if diff.is_empty() {
         out += &format!("no changes between {} and {}\n", diff.from, diff.to);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_characters_in_names_reach_the_terminal_written_out() {
+        let entry = |name: &str| plan_diff::Entry {
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind: "ClusterRoleBinding".into(),
+            namespace: String::new(),
+            name: name.into(),
+            replicas: None,
+            overrides: Vec::new(),
+        };
+        let mut diff = PlanDiff { from: "a".into(), to: "b".into(), ..Default::default() };
+        // Erase the line, move up, and print a harmless one in its place; an OSC-8 link.
+        let hostile = "admin\u{1b}[2K\u{1b}[1A\r  ~ v1 ConfigMap default/harmless\n\u{1b}]8;;http://evil\u{7}x";
+        let cluster = plan_diff::ClusterDiff { added: vec![entry(hostile)], ..Default::default() };
+        diff.clusters.insert("member1".into(), cluster);
+        let out = text(&diff);
+        assert!(!out.contains('\u{1b}') && !out.contains('\r') && !out.contains('\u{7}'), "{out:?}");
+        assert_eq!(out.lines().count(), 2, "the cluster and one object: {out:?}");
+        assert!(out.contains("ClusterRoleBinding admin\\u{1b}[2K"), "{out:?}");
+    }
 }

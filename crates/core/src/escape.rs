@@ -5,7 +5,10 @@
 //!
 //! | lands in                       | function        | what it neutralises                         |
 //! |--------------------------------|-----------------|---------------------------------------------|
-//! | a terminal, a log line, a plan | [`visible`]     | control characters, bidirectional overrides |
+//! | a terminal, a plan             | [`visible`]     | control characters, bidirectional overrides |
+//! | a human-format log event       | [`log_event`]   | the same inside the event, but its final    |
+//! |                                |                 | newline and ESC (the formatter colours with |
+//! |                                |                 | it, and escapes it in values itself)        |
 //! | Markdown, as inline code       | [`code`]        | the above, backticks, and in tables `\|`    |
 //! | Markdown, as running text      | [`text`]        | the above, all Markdown and HTML, mentions  |
 //! | HTML (a `<summary>`)           | [`html`]        | the above, `<`, `>`, `&`, quotes, mentions  |
@@ -41,6 +44,27 @@ pub fn visible(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// One formatted log event (human format) as it may reach a terminal or a log file:
+/// hidden characters inside it written out, so a value cannot start a forged log line
+/// (`\n`) or overwrite the one it is on (`\r`); its final newline kept. ESC is left as
+/// it is: the formatter colours with it, and escapes it in the values it writes.
+pub fn log_event(event: &str) -> Cow<'_, str> {
+    let (body, end) = event.strip_suffix('\n').map_or((event, ""), |body| (body, "\n"));
+    let kept = |c: char| c == '\u{1b}' || c == '\t';
+    if !body.chars().any(|c| hidden(c) && !kept(c)) {
+        return Cow::Borrowed(event);
+    }
+    let mut out = String::with_capacity(event.len() + 8);
+    for c in body.chars() {
+        if kept(c) {
+            out.push(c);
+        } else {
+            out += &visible(c.encode_utf8(&mut [0; 4]));
+        }
+    }
+    Cow::Owned(out + end)
 }
 
 /// Where Markdown text sits: a table cell also ends at an unescaped `|`, even inside a
@@ -116,6 +140,15 @@ mod tests {
         assert_eq!(visible("abc\u{202e}fdp.exe"), "abc\\u{202e}fdp.exe");
         assert_eq!(visible("\u{9b}31m"), "\\u{9b}31m", "a C1 control");
         assert_eq!(visible("héllo ✓"), "héllo ✓", "other Unicode is kept");
+    }
+
+    #[test]
+    fn a_log_event_stays_one_line() {
+        assert!(matches!(log_event("INFO reconciling\n"), Cow::Borrowed(_)));
+        let forged = "WARN object=a\nINFO applied everything\rX\n";
+        assert_eq!(log_event(forged), "WARN object=a\\nINFO applied everything\\rX\n");
+        assert_eq!(log_event("\u{1b}[33mWARN\u{1b}[0m\tx"), "\u{1b}[33mWARN\u{1b}[0m\tx", "the formatter's colours");
+        assert_eq!(log_event("a\u{202e}b\n"), "a\\u{202e}b\n");
     }
 
     #[test]
