@@ -34,14 +34,39 @@ fn segment(part: &str) -> anyhow::Result<&str> {
     }
 }
 
+/// The file a render writes into each cluster's directory, naming what wrote it: only
+/// a directory holding it is cleared by the next render.
+pub const MARKER: &str = ".flotilla-render";
+
 /// `<dir>/<cluster>/<namespace or _cluster>/<kind>-<name>.yaml`. Each cluster's
-/// directory is replaced, so files of objects that left the plan do not linger.
+/// directory is replaced, so files of objects that left the plan do not linger; but
+/// only a directory an earlier render wrote (it holds [`MARKER`]) is cleared. Anything
+/// else in the way (a repository's `apps/` beside a Cluster named `apps`) is refused
+/// before anything is written or removed.
 pub fn write_dir(plan: &Plan, view: &PlanView<'_>, dir: &Path) -> anyhow::Result<()> {
+    for (cluster, _) in view.clusters() {
+        let base = dir.join(segment(cluster)?);
+        let ours = base.join(MARKER).is_file();
+        let empty = || std::fs::read_dir(&base).map(|mut entries| entries.next().is_none()).unwrap_or(false);
+        if base.exists() && !ours && !empty() {
+            bail!(
+                "{} exists and was not written by flotilla render (no {MARKER} in it): refusing to replace it; \
+                 choose another --out-dir or remove it",
+                base.display()
+            );
+        }
+    }
     for (cluster, items) in view.clusters() {
         let base = dir.join(segment(cluster)?);
         if base.exists() {
             std::fs::remove_dir_all(&base).with_context(|| format!("cannot clear {}", base.display()))?;
         }
+        std::fs::create_dir_all(&base).with_context(|| format!("cannot create {}", base.display()))?;
+        let stamp = format!(
+            "written by flotilla render at revision {}; this directory is replaced by the next render\n",
+            plan.revision
+        );
+        std::fs::write(base.join(MARKER), stamp).with_context(|| format!("cannot write {}", base.display()))?;
         let mut seen = BTreeSet::new();
         for item in items {
             let key = &plan.loaded.templates[item.template].key;

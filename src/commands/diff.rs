@@ -28,6 +28,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
         Some(from) => {
             let from = render(from, &normal)?;
             to_plan = render(&args.to, &normal)?;
+            super::require_declared(args.clusters.iter().chain(&args.simulate_failure), &[&from, &to_plan])?;
             if args.simulate_failure.is_empty() {
                 plan_diff::diff(&from, &to_plan, &args.clusters)
             } else {
@@ -39,6 +40,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
         }
         None => {
             to_plan = render(&args.to, &normal)?;
+            super::require_declared(args.clusters.iter().chain(&args.simulate_failure), &[&to_plan])?;
             live(&args, &to_plan, scope.as_ref())?
         }
     };

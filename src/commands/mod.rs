@@ -52,7 +52,20 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
 
 /// The error with its causes, `a: b: c`.
 pub fn describe(err: &anyhow::Error) -> String {
-    format!("{err:#}")
+    // Errors quote names from the repository: they reach a terminal.
+    flotilla_core::escape::visible(&format!("{err:#}")).into_owned()
+}
+
+/// Refuses a `--cluster` (or `--simulate-failure`) name that no rendered revision
+/// declares: a typo must not pass as "no changes".
+pub(crate) fn require_declared<'a>(names: impl IntoIterator<Item = &'a String>, plans: &[&Plan]) -> anyhow::Result<()> {
+    let declared = |name: &String| plans.iter().any(|plan| plan.clusters.contains_key(name));
+    match names.into_iter().find(|name| !declared(name)) {
+        Some(unknown) => anyhow::bail!(
+            "cluster {unknown} is not declared in the repository (no cluster.karmada.io/v1alpha1 Cluster named so)"
+        ),
+        None => Ok(()),
+    }
 }
 
 pub(crate) fn plan(args: &SourceArgs) -> anyhow::Result<Plan> {

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use tracing::info;
 
 use super::{Outcome, plan, report};
@@ -11,10 +11,7 @@ use crate::output;
 
 pub fn render(args: RenderArgs) -> anyhow::Result<Outcome> {
     let mut plan = plan(&args.source)?;
-    let declared = |name: &&String| plan.clusters.contains_key(*name);
-    if let Some(unknown) = args.clusters.iter().chain(&args.simulate_failure).find(|c| !declared(c)) {
-        bail!("cluster {unknown} is not declared in the repository (no cluster.karmada.io/v1alpha1 Cluster named so)");
-    }
+    super::require_declared(args.clusters.iter().chain(&args.simulate_failure), &[&plan])?;
     if !args.simulate_failure.is_empty() {
         plan = simulate(&args, plan)?;
     }

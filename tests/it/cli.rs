@@ -221,3 +221,44 @@ fn the_shipped_scope_example_bounds_the_seeds() {
     );
     assert!(plan["clusters"]["member1"].as_array().unwrap().is_empty(), "nothing of the seeds is in scope");
 }
+
+#[test]
+fn out_dir_never_removes_a_directory_it_did_not_write() {
+    // A Cluster named `apps` beside the repository's own `apps/` folder.
+    let dir = repo(&[
+        ("clusters.yaml", cluster("apps").as_bytes()),
+        ("apps/cm.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n"),
+        ("apps/NOTES.txt", b"not tracked, not ours"),
+    ]);
+    let path = dir.path().to_str().unwrap();
+    let (code, _, stderr) = run(&["render", path, "--out-dir", path]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("was not written by flotilla render"), "{stderr}");
+    assert_eq!(std::fs::read(dir.path().join("apps/NOTES.txt")).unwrap(), b"not tracked, not ours");
+    assert!(dir.path().join("apps/cm.yaml").exists());
+    // A directory of its own, or an empty one, is still replaced.
+    let out = tempfile::tempdir().unwrap();
+    std::fs::create_dir(out.path().join("apps")).unwrap();
+    let (code, _, stderr) = run(&["render", path, "--out-dir", out.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = run(&["render", path, "--out-dir", out.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "a second render replaces its own output: {stderr}");
+}
+
+#[test]
+fn diff_refuses_a_cluster_no_revision_declares() {
+    let dir = repo(&[
+        ("clusters.yaml", cluster("member1").as_bytes()),
+        ("cm.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: first}\n"),
+    ]);
+    let first = commit_all(dir.path(), "first");
+    write(dir.path(), "cm.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: second}\n");
+    commit_all(dir.path(), "second");
+    let path = dir.path().to_str().unwrap();
+    let typo = ["diff", path, "--from", &first, "--to", "HEAD", "--cluster", "memberl", "--exit-code"];
+    let (code, stdout, stderr) = run(&typo);
+    assert_eq!(code, 2, "a typo must not pass a CI gate: {stdout} {stderr}");
+    assert!(stderr.contains("cluster memberl is not declared"), "{stderr}");
+    let (code, _, stderr) = run(&["diff", path, "--from", &first, "--to", "HEAD", "--cluster", "member1"]);
+    assert_eq!(code, 0, "{stderr}");
+}
