@@ -178,6 +178,7 @@ async fn serve(
             push: Box::new(move || {
                 let _ = triggers.send(Trigger::Fetch);
             }),
+            deliveries: Default::default(),
         });
         if let Some(follow) = &config.previews {
             hooks = hooks.merge(server::webhook::pulls_router(server::webhook::PullHooks {
@@ -187,6 +188,7 @@ async fn serve(
                 deliver: Box::new(move |pull| {
                     let _ = pulls.send(pull);
                 }),
+                deliveries: Default::default(),
             }));
         }
         match &config.webhook_listen {
@@ -220,6 +222,7 @@ fn previews_loop(
         cluster_timeout: reconcile.cluster_timeout,
         source: reconcile.source.clone(),
         acting_as: reconcile.acting_as.clone(),
+        instance: reconcile.instance.clone(),
     };
     let renderer = crate::rendering::Renderer {
         git: git.clone(),

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use flotilla_core::escape;
+use flotilla_core::finish::INSTANCE_ANNOTATION;
 use flotilla_core::model::{ObjectKey, Plan};
 use flotilla_core::preview::{self, EXPIRES_LABEL, HEAD_LABEL, PREVIEW_LABEL, Stamp};
 use k8s_openapi::api::core::v1::Namespace;
@@ -29,6 +30,11 @@ impl Previews {
                 let (Ok(number), Ok(expires)) = (label(PREVIEW_LABEL).parse(), label(EXPIRES_LABEL).parse()) else {
                     continue;
                 };
+                // Another instance's preview of the same pull request is not ours to restore.
+                let owner = ns.metadata.annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION));
+                if owner.is_some_and(|owner| *owner != instance(&apply.instance, number)) {
+                    continue;
+                }
                 if !found.iter().any(|f: &Found| f.number == number) {
                     found.push(Found { number, head: label(HEAD_LABEL), expires });
                 }
@@ -46,7 +52,7 @@ impl Previews {
             .into_iter()
             .filter(|c| relocated.plan.clusters.get(c).is_some_and(|items| !items.is_empty()))
             .collect();
-        let instance = instance(stamp.number);
+        let instance = instance(&self.settings.apply.instance, stamp.number);
         let outcomes = match self.credentials.read(&self.host).await {
             Ok(kubeconfig) => {
                 clusters::reconcile_all(&relocated.plan, &kubeconfig, &targets, self.options(&instance)).await
@@ -89,7 +95,7 @@ impl Previews {
     /// Removes pull request `number`'s preview from every member.
     pub(super) async fn teardown(&self, number: u64, members: &[String]) -> anyhow::Result<()> {
         let kubeconfig = self.credentials.read(&self.host).await?;
-        let instance = instance(number);
+        let instance = instance(&self.settings.apply.instance, number);
         let outcomes = clusters::teardown_all(&kubeconfig, members, self.options(&instance)).await;
         let failed: Vec<String> =
             outcomes.into_iter().filter_map(|(c, o)| o.err().map(|e| format!("{c}: {e}"))).collect();

@@ -1,6 +1,6 @@
 //! The preview loop: pull requests of one repository on a forge get a plan comment and
 //! commit statuses on every new head, and, when labelled, a preview environment in the
-//! members (`pr-<N>-<namespace>`, inventory instance `pr-<N>`), removed when the pull
+//! members (`pr-<N>-<namespace>`, inventory instance `<instance>-pr-<N>`), removed when the pull
 //! request closes, loses the label, or goes a time to live without a push. Decisions
 //! are [`step`]'s; this module carries them out. Webhook deliveries arrive on a channel;
 //! the forge is polled as a fallback. Previews live in the members with their number,
@@ -42,6 +42,8 @@ pub struct Apply {
     pub source: flotilla_core::inventory::Source,
     /// The user objects are written as in each member, if any.
     pub acting_as: Option<String>,
+    /// This controller's instance: each preview's inventory is named after it.
+    pub instance: String,
 }
 
 /// Which pull requests to follow, as the command line says.
@@ -95,9 +97,10 @@ pub struct Inputs {
     pub stop: watch::Receiver<bool>,
 }
 
-/// The inventory instance of a pull request's preview.
-pub fn instance(number: u64) -> String {
-    format!("pr-{number}")
+/// The inventory instance of a pull request's preview in controller `instance`:
+/// two instances following one repository never share (nor prune) a preview.
+pub fn instance(instance: &str, number: u64) -> String {
+    format!("{instance}-pr-{number}")
 }
 
 fn now() -> u64 {

@@ -2,8 +2,16 @@
 //! anything that can sign a body (`X-Flotilla-Signature-256`, the same HMAC-SHA256
 //! scheme). A delivery with a bad signature, a body over 1 MiB or a malformed payload is
 //! refused and counted, and never triggers a fetch.
+//!
+//! As forges send them: a signed `ping` (GitHub and Gitea send one when a hook is made,
+//! and on "Redeliver") is answered 200; a body sent form-encoded (`payload=<JSON>`, the
+//! other content type GitHub and Gitea offer) is read as JSON; a delivery whose id
+//! (`X-GitHub-Delivery`, `X-Gitea-Delivery`, `X-Gitlab-Event-UUID`) was already taken is
+//! answered 200 and does nothing again, so a captured delivery cannot be replayed.
 
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -19,6 +27,81 @@ use crate::metrics::{Metrics, WebhookLabels};
 /// Largest webhook body read.
 const MAX_BODY: usize = 1 << 20;
 
+/// Delivery ids remembered against replays (a day of busy hooks).
+const REMEMBERED: usize = 4_096;
+
+/// The most recent delivery ids taken, oldest first.
+#[derive(Default)]
+pub struct Deliveries {
+    seen: Mutex<(VecDeque<String>, BTreeSet<String>)>,
+}
+
+impl Deliveries {
+    /// Takes `id`: `false` when it was taken already (a replay).
+    fn take(&self, id: &str) -> bool {
+        let mut guard = self.seen.lock().expect("deliveries lock");
+        let (order, set) = &mut *guard;
+        if !set.insert(id.to_owned()) {
+            return false;
+        }
+        order.push_back(id.to_owned());
+        if order.len() > REMEMBERED {
+            let oldest = order.pop_front().expect("not empty");
+            set.remove(&oldest);
+        }
+        true
+    }
+}
+
+/// What a signed delivery is, before its payload is read.
+enum Signed<'a> {
+    /// A forge testing the hook.
+    Ping,
+    /// A delivery already taken.
+    Replayed,
+    /// The JSON payload.
+    Payload(Cow<'a, [u8]>),
+}
+
+/// Reads a signed delivery: a ping, a replay, or its JSON (decoded from a form body).
+fn signed<'a>(headers: &HeaderMap, body: &'a [u8], deliveries: &Deliveries) -> Result<Signed<'a>, &'static str> {
+    let event = header(headers, "x-github-event").or_else(|| header(headers, "x-gitea-event"));
+    let id = ["x-github-delivery", "x-gitea-delivery", "x-gitlab-event-uuid", "x-flotilla-delivery"]
+        .iter()
+        .find_map(|name| header(headers, name));
+    if id.is_some_and(|id| !deliveries.take(id)) {
+        return Ok(Signed::Replayed);
+    }
+    if event == Some("ping") {
+        return Ok(Signed::Ping);
+    }
+    let form = header(headers, "content-type").is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    if !form {
+        return Ok(Signed::Payload(Cow::Borrowed(body)));
+    }
+    let payload = form_urlencoded::parse(body).find(|(key, _)| key == "payload").map(|(_, value)| value);
+    payload.map(|p| Signed::Payload(Cow::Owned(p.into_owned().into_bytes()))).ok_or("a form body without `payload`")
+}
+
+/// The answer to a ping or a replay, counted; `None` for a payload to read.
+fn answered<'a>(read: Result<Signed<'a>, &'static str>, count: impl Fn(&str)) -> Result<Cow<'a, [u8]>, Response> {
+    match read {
+        Ok(Signed::Payload(payload)) => Ok(payload),
+        Ok(Signed::Ping) => {
+            count("ping");
+            Err((StatusCode::OK, "pong").into_response())
+        }
+        Ok(Signed::Replayed) => {
+            count("replayed");
+            Err((StatusCode::OK, "already delivered").into_response())
+        }
+        Err(why) => {
+            count("malformed");
+            Err((StatusCode::BAD_REQUEST, why).into_response())
+        }
+    }
+}
+
 /// What webhook deliveries need.
 pub struct Webhooks {
     /// The shared secret (never empty: refused at start).
@@ -29,6 +112,8 @@ pub struct Webhooks {
     pub metrics: Arc<Metrics>,
     /// Wakes the reconcile loop.
     pub push: Box<dyn Fn() + Send + Sync>,
+    /// Delivery ids taken, against replays.
+    pub deliveries: Deliveries,
 }
 
 /// What pull-request deliveries need (the preview loop).
@@ -41,6 +126,8 @@ pub struct PullHooks {
     pub metrics: Arc<Metrics>,
     /// Hands a pull request to the preview loop.
     pub deliver: Box<dyn Fn(crate::forge::PullRequest) + Send + Sync>,
+    /// Delivery ids taken, against replays.
+    pub deliveries: Deliveries,
 }
 
 /// The pull-request webhook route, `/webhook/pulls`: GitHub and Gitea sign with
@@ -55,14 +142,18 @@ pub fn pulls_router(hooks: PullHooks) -> Router {
 async fn pulls(State(hooks): State<Arc<PullHooks>>, headers: HeaderMap, body: Bytes) -> Response {
     use crate::forge::{Kind, hooks as forge_hooks};
     let count = counter(&hooks.metrics, "pulls");
-    let signed = match hooks.kind {
+    let valid = match hooks.kind {
         Kind::Github | Kind::Gitea => signature_valid(&hooks.secret, &body, header(&headers, "x-hub-signature-256")),
         Kind::Gitlab => token_valid(&hooks.secret, header(&headers, "x-gitlab-token")),
     };
-    if !signed {
+    if !valid {
         count("bad_signature");
         return (StatusCode::UNAUTHORIZED, "bad signature").into_response();
     }
+    let body = match answered(signed(&headers, &body, &hooks.deliveries), &count) {
+        Ok(payload) => payload,
+        Err(answer) => return answer,
+    };
     let event = header(&headers, forge_hooks::event_header(hooks.kind));
     match forge_hooks::read(hooks.kind, event, &body) {
         Ok(Some(pull)) => {
@@ -124,28 +215,38 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 async fn github(State(hooks): State<Arc<Webhooks>>, headers: HeaderMap, body: Bytes) -> Response {
     let signed = |secret: &[u8]| signature_valid(secret, &body, header(&headers, "x-hub-signature-256"));
-    deliver(&hooks, "github", signed, &body)
+    deliver(&hooks, "github", signed, &headers, &body)
 }
 
 async fn gitlab(State(hooks): State<Arc<Webhooks>>, headers: HeaderMap, body: Bytes) -> Response {
     let signed = |secret: &[u8]| token_valid(secret, header(&headers, "x-gitlab-token"));
-    deliver(&hooks, "gitlab", signed, &body)
+    deliver(&hooks, "gitlab", signed, &headers, &body)
 }
 
 async fn generic(State(hooks): State<Arc<Webhooks>>, headers: HeaderMap, body: Bytes) -> Response {
     let signed = |secret: &[u8]| signature_valid(secret, &body, header(&headers, "x-flotilla-signature-256"));
-    deliver(&hooks, "generic", signed, &body)
+    deliver(&hooks, "generic", signed, &headers, &body)
 }
 
 /// Checks the signature, then the payload (a push to the watched branch), then wakes
 /// the controller.
-fn deliver(hooks: &Webhooks, source: &str, signed: impl Fn(&[u8]) -> bool, body: &[u8]) -> Response {
+fn deliver(
+    hooks: &Webhooks,
+    source: &str,
+    valid: impl Fn(&[u8]) -> bool,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
     let count = counter(&hooks.metrics, source);
-    if !signed(&hooks.secret) {
+    if !valid(&hooks.secret) {
         count("bad_signature");
         return (StatusCode::UNAUTHORIZED, "bad signature").into_response();
     }
-    let Ok(payload) = serde_json::from_slice::<serde_json::Value>(body) else {
+    let body = match answered(signed(headers, body, &hooks.deliveries), &count) {
+        Ok(payload) => payload,
+        Err(answer) => return answer,
+    };
+    let Ok(payload) = serde_json::from_slice::<serde_json::Value>(&body) else {
         count("malformed");
         return (StatusCode::BAD_REQUEST, "the payload is not JSON").into_response();
     };
@@ -189,5 +290,89 @@ mod tests {
         assert!(!signature_valid(secret, body, None));
         assert!(token_valid(b"t0ken", Some("t0ken")));
         assert!(!token_valid(b"t0ken", Some("t0ke")));
+    }
+
+    fn sign(secret: &[u8], body: &[u8]) -> String {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).unwrap();
+        mac.update(body);
+        format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    #[tokio::test]
+    async fn pings_forms_and_replays_are_handled_as_forges_send_them() {
+        let pushes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = pushes.clone();
+        let hooks = Arc::new(Webhooks {
+            secret: b"s3cret".to_vec(),
+            branch: "main".into(),
+            metrics: Arc::new(Metrics::new(&mut prometheus_client::registry::Registry::default())),
+            push: Box::new(move || {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }),
+            deliveries: Deliveries::default(),
+        });
+        let pushed = || pushes.load(std::sync::atomic::Ordering::SeqCst);
+        let send = |pairs: Vec<(&'static str, String)>, body: &'static [u8]| {
+            let pairs: Vec<(&'static str, &str)> = pairs.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            github(State(hooks.clone()), headers(&pairs), Bytes::from_static(body))
+        };
+        let ping: &[u8] = br#"{"zen": "Design for failure.", "hook_id": 1}"#;
+        let signature = ("x-hub-signature-256", sign(b"s3cret", ping));
+        let answer =
+            send(vec![signature, ("x-github-event", "ping".into()), ("x-github-delivery", "d-1".into())], ping);
+        assert_eq!(answer.await.status(), StatusCode::OK, "a signed ping is how users test a hook");
+        assert_eq!(pushed(), 0);
+        let unsigned = send(vec![("x-github-event", "ping".into())], ping).await;
+        assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED, "an unsigned one is not");
+
+        let push: &[u8] = br#"{"ref": "refs/heads/main"}"#;
+        let with_id = |id: &str| {
+            vec![
+                ("x-hub-signature-256", sign(b"s3cret", push)),
+                ("x-github-event", "push".into()),
+                ("x-github-delivery", id.into()),
+            ]
+        };
+        let forged = vec![("x-hub-signature-256", "sha256=00".into()), ("x-github-delivery", "d-2".into())];
+        assert_eq!(send(forged, push).await.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(send(with_id("d-2"), push).await.status(), StatusCode::ACCEPTED, "a forged try used no id");
+        assert_eq!(pushed(), 1);
+        assert_eq!(send(with_id("d-2"), push).await.status(), StatusCode::OK, "a replay is answered");
+        assert_eq!(pushed(), 1, "and does nothing again");
+
+        // Form-encoded, as GitHub sends with content type application/x-www-form-urlencoded.
+        let form: &[u8] = b"payload=%7B%22ref%22%3A+%22refs%2Fheads%2Fmain%22%7D";
+        let pairs = vec![
+            ("x-hub-signature-256", sign(b"s3cret", form)),
+            ("content-type", "application/x-www-form-urlencoded".into()),
+            ("x-github-delivery", "d-3".into()),
+        ];
+        assert_eq!(send(pairs, form).await.status(), StatusCode::ACCEPTED);
+        assert_eq!(pushed(), 2);
+        let empty: &[u8] = b"other=1";
+        let pairs = vec![
+            ("x-hub-signature-256", sign(b"s3cret", empty)),
+            ("content-type", "application/x-www-form-urlencoded".into()),
+        ];
+        assert_eq!(send(pairs, empty).await.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn only_the_most_recent_deliveries_are_remembered() {
+        let deliveries = Deliveries::default();
+        assert!(deliveries.take("first"));
+        assert!(!deliveries.take("first"));
+        for i in 0..REMEMBERED {
+            assert!(deliveries.take(&format!("id-{i}")));
+        }
+        assert!(deliveries.take("first"), "forgotten after {REMEMBERED} others: memory stays bounded");
     }
 }
