@@ -46,7 +46,14 @@ impl Previews {
     /// Applies the preview to the members the head places objects on; the comment's
     /// paragraph about it, and whether every member took it.
     pub(super) async fn deploy(&self, plan: Plan, stamp: &Stamp) -> (String, bool) {
-        let relocated = preview::relocate(plan, stamp);
+        let mut relocated = preview::relocate(plan, stamp);
+        // The scope is checked again where the objects now go: a scope that allows
+        // `team-a-*` does not allow `pr-3-team-a-web` unless it says so.
+        let checked = relocated.plan.problems.len();
+        if let Some(project) = &self.renderer.scope {
+            relocated.plan = flotilla_core::project::restrict(relocated.plan, project);
+        }
+        let outside: BTreeSet<String> = relocated.plan.problems[checked..].iter().map(|p| p.object.spelled()).collect();
         let (push, _pull) = clusters::by_sync_mode(&relocated.plan);
         let targets: Vec<String> = push
             .into_iter()
@@ -75,6 +82,13 @@ impl Previews {
             list(&namespaces.into_iter().map(str::to_owned).collect::<Vec<_>>()),
             preview::expiry_text(stamp.expires)
         );
+        if !outside.is_empty() {
+            let outside: Vec<String> = outside.into_iter().collect();
+            note += &format!(
+                " Outside this instance's scope in their preview namespaces, not applied: {}.",
+                list(&outside)
+            );
+        }
         if !relocated.left_out.is_empty() {
             let left: Vec<String> = relocated.left_out.iter().map(ObjectKey::spelled).collect();
             note += &format!(" Cluster-scoped objects are left out of previews: {}.", list(&left));

@@ -16,6 +16,7 @@ mod pipeline; // fixture repos rendered through the core, as YAML snapshots
 mod previews; // PR plans, statuses and preview environments on Gitea and real members
 mod pull; // pull mode: the push controller skips Pull members, their agents apply them
 mod remotes; // authenticated remotes: https with a token behind TLS, ssh with a key and known_hosts
+mod scope; // --scope against a member's discovery: cluster-scoped custom kinds never pass as namespaced
 mod seeds; // the two seed tutorials' distributions
 pub mod services; // multi-cluster Services: EndpointSlices from providers copied to consumers
 mod support; // shared helpers: running the binary, temporary repos

@@ -163,9 +163,9 @@ async fn pull_requests_on_gitea_get_plans_statuses_and_previews() {
         .await;
     let webhook_to_comment = opened.elapsed();
     let comment = comments(&gitea, number).await.remove(0);
-    assert!(comment.contains("| member1 | 0 | 1 | 0 | Deployment default/nginx 1 → 5 |"), "{comment}");
-    assert!(comment.contains("| member2 | 1 | 0 | 0 | Deployment default/nginx new (5) |"), "{comment}");
-    assert!(comment.contains(&format!("`{}` → `{}`", &main[..12], &first[..12])), "{comment}");
+    assert!(comment.contains("| ` member1 ` | 0 | 1 | 0 | ` Deployment default/nginx ` 1 → 5 |"), "{comment}");
+    assert!(comment.contains("| ` member2 ` | 1 | 0 | 0 | ` Deployment default/nginx ` new (5) |"), "{comment}");
+    assert!(comment.contains(&format!("` {} ` → ` {} `", &main[..12], &first[..12])), "{comment}");
     wait_for("the summary status", Duration::from_secs(30), || async {
         statuses(&gitea, &first).await.iter().any(|(c, s, _)| c == "flotilla/plan" && s == "success")
     })
@@ -183,7 +183,7 @@ async fn pull_requests_on_gitea_get_plans_statuses_and_previews() {
     .await;
     let after = comments(&gitea, number).await;
     assert_eq!(after.len(), 1, "one comment, updated: {after:?}");
-    assert!(after[0].contains("Deployment default/nginx 1 → 2"), "{}", after[0]);
+    assert!(after[0].contains("` Deployment default/nginx ` 1 → 2"), "{}", after[0]);
 
     // The label: the head runs in pr-<N>-default, beside main's objects, untouched.
     let preview_ns = format!("pr-{number}-default");

@@ -9,6 +9,8 @@
 //! breaks. Problems are protected, so such an object is never applied, never pruned
 //! and never taken over.
 
+use std::collections::BTreeSet;
+
 use serde::Deserialize;
 
 use crate::model::{ObjectKey, Plan, Problem, ProblemReason};
@@ -35,6 +37,13 @@ pub struct Project {
     /// Namespaced kinds denied.
     #[serde(default)]
     pub namespace_resource_blacklist: Vec<GroupKind>,
+    /// flotilla's own field: custom kinds the scope vouches are namespaced, for
+    /// repositories that do not carry their CustomResourceDefinition (an operator
+    /// installs it). Under a scope, any other kind whose scope flotilla cannot know is
+    /// refused: a cluster-scoped kind written with a namespace would pass for a
+    /// namespaced object. Each member's discovery is checked again before every write.
+    #[serde(default)]
+    pub namespaced_resources: Vec<GroupKind>,
 }
 
 /// One destination: cluster and namespace globs.
@@ -169,13 +178,37 @@ fn glob(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
-/// The stage: every object outside `project` leaves its cluster and becomes a problem.
+impl Project {
+    /// Why the scope of `key`'s kind is unknown, if it is: not built in, not declared by
+    /// a CRD among `declared` (group, kind), not vouched for by `namespacedResources`.
+    pub fn unknown_scope(&self, key: &ObjectKey, declared: &BTreeSet<(String, String)>) -> Option<String> {
+        let (group, kind) = (key.group(), key.kind.as_str());
+        let vouched = self.namespaced_resources.iter().any(|gk| glob(&gk.group, group) && glob(&gk.kind, kind));
+        if crate::load::is_builtin_kind(group, kind)
+            || vouched
+            || declared.contains(&(group.to_owned(), kind.to_owned()))
+        {
+            return None;
+        }
+        let shown = if group.is_empty() { kind.to_owned() } else { format!("{kind}.{group}") };
+        Some(format!(
+            "whether {shown} is namespaced or cluster-scoped is not known: add its CustomResourceDefinition to \
+             the repository, or list it under namespacedResources in the scope file"
+        ))
+    }
+}
+
+/// The stage: every object outside `project` leaves its cluster and becomes a problem,
+/// and so does every object of a kind whose scope is not known.
 pub fn restrict(mut plan: Plan, project: &Project) -> Plan {
+    let declared = crate::load::declared_kinds(&plan.loaded.templates);
     let mut problems = Vec::new();
     for (cluster, items) in &mut plan.clusters {
         items.retain(|item| {
             let template = &plan.loaded.templates[item.template];
-            let Some(rule) = project.denies(cluster, &template.key) else { return true };
+            let denied =
+                project.unknown_scope(&template.key, &declared).or_else(|| project.denies(cluster, &template.key));
+            let Some(rule) = denied else { return true };
             problems.push(Problem {
                 object: template.key.clone(),
                 origin: template.origin.clone(),
@@ -229,6 +262,28 @@ namespaceResourceBlacklist:
                 .unwrap()
                 .contains("Blacklist")
         );
+    }
+
+    #[test]
+    fn a_kind_of_unknown_scope_is_refused_unless_a_crd_or_the_scope_says() {
+        let project = Project::parse(SCOPE).unwrap();
+        let none = BTreeSet::new();
+        // A cluster-scoped custom kind written with a namespace must not pass for a
+        // namespaced object.
+        let store = key("external-secrets.io/v1beta1", "ClusterSecretStore", Some("team-a-web"), "all-namespaces");
+        let why = project.unknown_scope(&store, &none).expect("refused");
+        assert!(why.contains("ClusterSecretStore.external-secrets.io") && why.contains("namespacedResources"), "{why}");
+        let declared = BTreeSet::from([("external-secrets.io".to_owned(), "ClusterSecretStore".to_owned())]);
+        assert_eq!(project.unknown_scope(&store, &declared), None, "its CRD in the repository decides");
+        let vouched =
+            Project::parse(&format!("{SCOPE}namespacedResources: [{{group: external-secrets.io, kind: '*'}}]\n"))
+                .unwrap();
+        assert_eq!(vouched.unknown_scope(&store, &none), None);
+        // Built-in kinds are known, whichever their scope.
+        assert_eq!(project.unknown_scope(&key("v1", "ConfigMap", Some("team-a-web"), "c"), &none), None);
+        let slice = key("resource.k8s.io/v1", "ResourceSlice", None, "s");
+        assert_eq!(project.unknown_scope(&slice, &none), None);
+        assert!(project.denies("member1", &slice).unwrap().contains("not in clusterResourceWhitelist"));
     }
 
     #[test]

@@ -51,6 +51,11 @@ pub(super) async fn apply_batch(
             None => Current::Unknown,
         };
         let (ar, scope) = kinds.resolve(&d.key).await.expect("resolved while observing");
+        if let Some(refused) = outside_scope(settings, &d.key, &scope) {
+            report.failed.push((d.key.clone(), refused));
+            tick();
+            continue;
+        }
         work.push((kinds.api(&ar, &scope, d.key.namespace.as_deref()), *d, current));
     }
     settle_unmanaged(kinds, &mut work).await;
@@ -76,6 +81,30 @@ pub(super) async fn apply_batch(
     report.applied.sort_by(|a, b| a.0.cmp(&b.0));
     report.failed.sort();
     Ok(())
+}
+
+/// Why `key` may not be written under the instance's scope, judged as the member serves
+/// its kind: a kind the member serves cluster-scoped is written cluster-wide, whatever
+/// namespace the template gave it, so the scope is checked without that namespace.
+/// Render refuses kinds of unknown scope already; this holds the line where the render
+/// was told otherwise (`namespacedResources`) or a member serves a kind differently.
+pub(super) fn outside_scope(
+    settings: &Settings<'_>,
+    key: &ObjectKey,
+    served: &kube::discovery::Scope,
+) -> Option<String> {
+    let (cluster, project) = settings.scope?;
+    let as_served = match served {
+        kube::discovery::Scope::Cluster => ObjectKey { namespace: None, ..key.clone() },
+        kube::discovery::Scope::Namespaced => key.clone(),
+    };
+    let rule = project.denies(cluster, &as_served)?;
+    let served = if as_served.namespace.is_none() && key.namespace.is_some() {
+        " (the member serves it cluster-scoped)"
+    } else {
+        ""
+    };
+    Some(format!("not written: outside this instance's scope{served}: {rule}"))
 }
 
 /// A wanted object as its LIST page showed it.

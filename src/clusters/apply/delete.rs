@@ -39,6 +39,11 @@ pub(super) async fn delete_selected(
                 continue;
             }
         };
+        if let Some(refused) = super::batch::outside_scope(settings, &key, &scope) {
+            // As the member serves it, it was never this scope's to touch.
+            report.kept.push((key, refused));
+            continue;
+        }
         let api = kinds.api(&ar, &scope, key.namespace.as_deref());
         match api.get_opt(&key.name).await {
             Ok(None) => {}

@@ -30,6 +30,7 @@ use crate::model::service::MultiClusterServiceSpec;
 use crate::model::{Limits, Loaded, Named, ObjectKey, Origin, OverrideSpec, PropagationSpec, RepoFiles, Template};
 
 pub use cache::{ParseCache, load_cached};
+pub use scope::{declared_kinds, is_builtin_kind};
 pub use split::{Chunk, split};
 
 /// Why a revision could not be loaded. Messages name the file, document and line; none

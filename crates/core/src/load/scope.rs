@@ -44,7 +44,71 @@ const CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
     ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
     ("resource.k8s.io", "DeviceClass"),
+    ("resource.k8s.io", "ResourceSlice"),
+    ("resource.k8s.io", "DeviceTaintRule"),
+    ("storagemigration.k8s.io", "StorageVersionMigration"),
+    ("internal.apiserver.k8s.io", "StorageVersion"),
 ];
+
+/// Built-in and well-known namespaced kinds by (group, kind): with [`CLUSTER_SCOPED`],
+/// the kinds whose scope flotilla knows without the repository. Under a `--scope`, any
+/// other kind needs its CustomResourceDefinition in the repository (or the scope file's
+/// word), since a cluster-scoped kind written with a namespace would pass for a
+/// namespaced object.
+const NAMESPACED: &[(&str, &str)] = &[
+    ("", "ConfigMap"),
+    ("", "Endpoints"),
+    ("", "Event"),
+    ("", "LimitRange"),
+    ("", "PersistentVolumeClaim"),
+    ("", "Pod"),
+    ("", "PodTemplate"),
+    ("", "ReplicationController"),
+    ("", "ResourceQuota"),
+    ("", "Secret"),
+    ("", "Service"),
+    ("", "ServiceAccount"),
+    ("apps", "ControllerRevision"),
+    ("apps", "DaemonSet"),
+    ("apps", "Deployment"),
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+    ("autoscaling", "HorizontalPodAutoscaler"),
+    ("batch", "CronJob"),
+    ("batch", "Job"),
+    ("coordination.k8s.io", "Lease"),
+    ("coordination.k8s.io", "LeaseCandidate"),
+    ("discovery.k8s.io", "EndpointSlice"),
+    ("events.k8s.io", "Event"),
+    ("networking.k8s.io", "Ingress"),
+    ("networking.k8s.io", "NetworkPolicy"),
+    ("policy", "PodDisruptionBudget"),
+    ("rbac.authorization.k8s.io", "Role"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("storage.k8s.io", "CSIStorageCapacity"),
+    ("resource.k8s.io", "ResourceClaim"),
+    ("resource.k8s.io", "ResourceClaimTemplate"),
+    ("multicluster.x-k8s.io", "ServiceExport"),
+    ("multicluster.x-k8s.io", "ServiceImport"),
+    ("networking.karmada.io", "MultiClusterIngress"),
+    ("networking.karmada.io", "MultiClusterService"),
+];
+
+/// Whether flotilla knows the scope of `kind` in `group` without the repository.
+pub fn is_builtin_kind(group: &str, kind: &str) -> bool {
+    CLUSTER_SCOPED.contains(&(group, kind)) || NAMESPACED.contains(&(group, kind))
+}
+
+/// The (group, kind) of every kind a CustomResourceDefinition among `templates`
+/// declares.
+pub fn declared_kinds(templates: &[Arc<Template>]) -> BTreeSet<(String, String)> {
+    templates
+        .iter()
+        .filter(|t| t.key.kind == "CustomResourceDefinition" && t.key.group() == "apiextensions.k8s.io")
+        .filter_map(|t| crd_scope(&t.object()))
+        .map(|(group, kind, _)| (group, kind))
+        .collect()
+}
 
 /// Whether an apiVersion belongs to Karmada's own API groups.
 pub fn is_karmada_group(api_version: &str) -> bool {
