@@ -83,23 +83,19 @@ fn signed<'a>(headers: &HeaderMap, body: &'a [u8], deliveries: &Deliveries) -> R
     payload.map(|p| Signed::Payload(Cow::Owned(p.into_owned().into_bytes()))).ok_or("a form body without `payload`")
 }
 
-/// The answer to a ping or a replay, counted; `None` for a payload to read.
-fn answered<'a>(read: Result<Signed<'a>, &'static str>, count: impl Fn(&str)) -> Result<Cow<'a, [u8]>, Response> {
-    match read {
-        Ok(Signed::Payload(payload)) => Ok(payload),
-        Ok(Signed::Ping) => {
-            count("ping");
-            Err((StatusCode::OK, "pong").into_response())
-        }
-        Ok(Signed::Replayed) => {
-            count("replayed");
-            Err((StatusCode::OK, "already delivered").into_response())
-        }
-        Err(why) => {
-            count("malformed");
-            Err((StatusCode::BAD_REQUEST, why).into_response())
-        }
-    }
+/// The payload to read, or the answer to a ping, a replay or a bad form (counted).
+fn answered<'a>(
+    read: Result<Signed<'a>, &'static str>,
+    count: impl Fn(&str),
+) -> Result<Cow<'a, [u8]>, (StatusCode, &'static str)> {
+    let (outcome, answer) = match read {
+        Ok(Signed::Payload(payload)) => return Ok(payload),
+        Ok(Signed::Ping) => ("ping", (StatusCode::OK, "pong")),
+        Ok(Signed::Replayed) => ("replayed", (StatusCode::OK, "already delivered")),
+        Err(why) => ("malformed", (StatusCode::BAD_REQUEST, why)),
+    };
+    count(outcome);
+    Err(answer)
 }
 
 /// What webhook deliveries need.
@@ -152,7 +148,7 @@ async fn pulls(State(hooks): State<Arc<PullHooks>>, headers: HeaderMap, body: By
     }
     let body = match answered(signed(&headers, &body, &hooks.deliveries), &count) {
         Ok(payload) => payload,
-        Err(answer) => return answer,
+        Err(answer) => return answer.into_response(),
     };
     let event = header(&headers, forge_hooks::event_header(hooks.kind));
     match forge_hooks::read(hooks.kind, event, &body) {
@@ -244,7 +240,7 @@ fn deliver(
     }
     let body = match answered(signed(headers, body, &hooks.deliveries), &count) {
         Ok(payload) => payload,
-        Err(answer) => return answer,
+        Err(answer) => return answer.into_response(),
     };
     let Ok(payload) = serde_json::from_slice::<serde_json::Value>(&body) else {
         count("malformed");
