@@ -48,16 +48,9 @@ pub(super) async fn delete_selected(
         match api.get_opt(&key.name).await {
             Ok(None) => {}
             Ok(Some(live)) => {
-                if !ownership::may_prune(&serde_json::to_value(&live).expect("objects serialise"), instance) {
-                    info!(object = %key, "not managed by this flotilla instance any more; left in place");
-                    report.kept.push((key, "not managed by this instance".into()));
-                    continue;
-                }
-                let annotations = live.meta().annotations.as_ref();
-                if diff::prune_disabled(|k| annotations.and_then(|a| a.get(k)).map(String::as_str)) {
-                    // As Flux and Argo CD do: left running, and no longer tracked.
-                    info!(object = %key, "prune disabled by an annotation; left in place");
-                    report.kept.push((key, "prune disabled by an annotation".into()));
+                if let Some(why) = left_in_place(&live, instance) {
+                    info!(object = %key, why, "left in place");
+                    report.kept.push((key, why.into()));
                     continue;
                 }
                 settings.fence()?;
@@ -76,4 +69,16 @@ pub(super) async fn delete_selected(
         }
     }
     Ok(kept)
+}
+
+/// Why a live object that left the plan stays: it is no longer this instance's, or its
+/// prune is disabled by an annotation (as Flux and Argo CD do: left running, and no
+/// longer tracked).
+fn left_in_place(live: &kube::api::DynamicObject, instance: &str) -> Option<&'static str> {
+    if !ownership::may_prune(&serde_json::to_value(live).expect("objects serialise"), instance) {
+        return Some("not managed by this instance");
+    }
+    let annotations = live.meta().annotations.as_ref();
+    diff::prune_disabled(|k| annotations.and_then(|a| a.get(k)).map(String::as_str))
+        .then_some("prune disabled by an annotation")
 }

@@ -204,17 +204,21 @@ const PIECES: [&str; 58] = [
     "1_0",
 ];
 
-/// Random documents from pieces of YAML syntax: whatever the subset reads, serde-saphyr
-/// reads the same, and the subset never panics.
-#[test]
-fn random_documents_read_alike_or_are_left_alone() {
-    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut next = move || {
+/// A seeded xorshift generator: random inputs, the same on every run.
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         state
-    };
+    }
+}
+
+/// Random documents from pieces of YAML syntax: whatever the subset reads, serde-saphyr
+/// reads the same, and the subset never panics.
+#[test]
+fn random_documents_read_alike_or_are_left_alone() {
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let mut read = 0;
     for _ in 0..20_000 {
         let len = 1 + (next() % 24) as usize;
@@ -267,13 +271,7 @@ fn split_and_read(text: &str) -> Result<Vec<Value>, String> {
 /// ever dropped.
 #[test]
 fn random_streams_split_into_the_documents_serde_saphyr_reads() {
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let mut options = parse_options(&Limits::default());
     options.budget.as_mut().expect("a budget").max_documents = 10_000;
     let (mut agreed, mut refused, mut on_marker_line) = (0, 0, 0);
