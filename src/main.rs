@@ -23,6 +23,7 @@ mod heartbeat;
 mod host;
 mod identity;
 mod leader;
+mod members;
 mod memory;
 mod metrics;
 mod output;

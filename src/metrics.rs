@@ -92,6 +92,17 @@ pub struct RevisionLabels {
     pub revision: String,
 }
 
+/// Labels of a member's target or applied revision.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemberRevisionLabels {
+    /// Cluster name.
+    pub cluster: String,
+    /// Commit id.
+    pub revision: String,
+    /// `target` or `applied`.
+    pub state: String,
+}
+
 /// Labels of an autoscaler gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AutoscalerLabels {
@@ -151,6 +162,10 @@ pub struct Metrics {
     pub cluster_ready: Family<ClusterLabel, Gauge>,
     /// Per member: workloads failover moved off it.
     pub evictions: Family<ClusterLabel, Counter>,
+    /// Per member: 1 for its target revision and for its applied revision.
+    pub member_revision: Family<MemberRevisionLabels, Gauge>,
+    /// Per member: when an attempt last applied everything (Unix seconds).
+    pub member_last_success: Family<ClusterLabel, Gauge>,
 }
 
 impl Metrics {
@@ -178,6 +193,8 @@ impl Metrics {
             leading: Gauge::default(),
             cluster_ready: Family::default(),
             evictions: Family::default(),
+            member_revision: Family::default(),
+            member_last_success: Family::default(),
         };
         metrics.register(registry);
         metrics
@@ -213,6 +230,16 @@ impl Metrics {
             "flotilla_applied_revision",
             "Revision last applied per cluster",
             metrics.applied_revision.clone(),
+        );
+        registry.register(
+            "flotilla_member_revision",
+            "Per member: 1 for its target and its applied revision (state target or applied)",
+            metrics.member_revision.clone(),
+        );
+        registry.register(
+            "flotilla_member_last_success_timestamp_seconds",
+            "Per member: when an attempt last applied everything",
+            metrics.member_last_success.clone(),
         );
     }
 
@@ -284,6 +311,7 @@ impl Metrics {
         self.pruned.remove(&label);
         self.cluster_ready.remove(&label);
         self.evictions.remove(&label);
+        self.member_last_success.remove(&label);
         for reason in ErrorReason::ALL {
             self.errors.remove(&ErrorLabels { cluster: cluster.into(), reason: reason.label().into() });
         }

@@ -29,6 +29,22 @@ pub struct Status {
     /// Per cluster: the last outcome.
     #[serde(default)]
     pub clusters: BTreeMap<String, String>,
+    /// Per member this instance applies: its target and applied revisions and where it
+    /// stands (each member converges on its own).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub members: BTreeMap<String, MemberStatus>,
+    /// The revision last published to the members, and to which (not shown: `members`
+    /// and `applied` say it).
+    #[serde(skip)]
+    pub published: Option<(String, Vec<String>)>,
+    /// Leading, the branch reachable, and a revision published since leading began (the
+    /// fleet's half of `ready`; the members' half is that one of them is current).
+    #[serde(skip)]
+    pub fleet_ready: bool,
+    /// Since the fleet's half last became true, every member had an outcome with one
+    /// of them current (kept until the fleet's half drops, so deploys do not flap it).
+    #[serde(skip)]
+    members_settled: bool,
     /// Per cluster: the revision last applied there.
     #[serde(default)]
     pub revisions: BTreeMap<String, String>,
@@ -51,6 +67,83 @@ pub struct Status {
     /// The evictions that hold and the latest moves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<FailoverStatus>,
+}
+
+/// Where one member stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    /// The revision it is to run.
+    pub target: Option<String>,
+    /// The revision last applied to it completely.
+    pub applied: Option<String>,
+    /// `current`, `converging`, `failing`, `not contacted`, `standing by` or `idle`.
+    pub state: String,
+    /// Failing since when (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Why it is failing or not contacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Failed attempts at the target, in a row.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u32,
+    /// When an attempt last applied everything (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success: Option<String>,
+}
+
+impl Status {
+    /// The reconcile loop published `revision` to `members`.
+    pub fn expect(&mut self, revision: String, members: &[String]) {
+        self.members.retain(|name, _| members.contains(name));
+        self.published = Some((revision, members.to_vec()));
+        self.settle();
+    }
+
+    /// Derives `applied` (the published revision, once every member it went to applied
+    /// it) and `ready` from the members: the fleet's half, and once every member has an
+    /// outcome (current, failed [`SETTLED_AFTER_FAILURES`] times in a row, or not
+    /// contacted because the health loop holds it not Ready) with one of them current.
+    /// A member stuck or down holds readiness for a few attempts at most; readiness then
+    /// holds through later deploys.
+    pub fn settle(&mut self) {
+        let Some((revision, members)) = &self.published else {
+            self.ready = false;
+            return;
+        };
+        let current = |name: &String| {
+            let applied = |m: &MemberStatus| m.applied.is_some() && m.applied == m.target;
+            self.members.get(name).is_some_and(|m| applied(m) && m.applied.as_ref() == Some(revision))
+        };
+        let decided = |name: &String| {
+            self.members.get(name).is_some_and(|m| match m.state.as_str() {
+                "current" | "not contacted" => true,
+                "failing" => m.failures >= SETTLED_AFTER_FAILURES,
+                _ => false,
+            })
+        };
+        if members.iter().all(current) && self.applied.as_ref() != Some(revision) {
+            self.applied = Some(revision.clone());
+            self.error = None;
+        }
+        let settled = members.is_empty() || (members.iter().any(current) && members.iter().all(decided));
+        self.members_settled = self.fleet_ready && (self.members_settled || settled);
+        self.ready = self.members_settled;
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Failed attempts in a row after which a failing member no longer holds readiness: a
+/// member starting up (its storage initializing) is given its first retries.
+pub const SETTLED_AFTER_FAILURES: u32 = 3;
+
+/// `at` in RFC 3339, as `/status` writes times.
+pub fn rfc3339(at: std::time::SystemTime) -> String {
+    k8s_openapi::jiff::Timestamp::try_from(at).map(|t| t.to_string()).unwrap_or_default()
 }
 
 /// One member's health.
@@ -244,5 +337,42 @@ mod tests {
         let text = serde_json::to_string(&status).unwrap();
         assert_eq!(serde_json::from_str::<Status>(&text).unwrap(), status);
         assert!(!status.healthy(), "nothing applied yet");
+    }
+
+    #[test]
+    fn applied_and_ready_follow_the_members() {
+        let member = |target: &str, applied: Option<&str>, state: &str| MemberStatus {
+            target: Some(target.into()),
+            applied: applied.map(Into::into),
+            state: state.into(),
+            ..Default::default()
+        };
+        let names = ["m1".to_owned(), "m2".to_owned()];
+        let mut s = Status { fleet_ready: true, ..Default::default() };
+        s.expect("r1".into(), &names);
+        assert!(!s.ready, "no member has an outcome yet");
+        s.members.insert("m1".into(), member("r1", Some("r1"), "current"));
+        s.members.insert("m2".into(), member("r1", None, "converging"));
+        s.settle();
+        assert!(!s.ready && s.applied.is_none(), "m2 has no outcome yet: {s:?}");
+        s.members.insert("m2".into(), MemberStatus { failures: 1, ..member("r1", None, "failing") });
+        s.settle();
+        assert!(!s.ready, "a first failure is retried before it counts");
+        s.members.insert("m2".into(), MemberStatus { failures: 3, ..member("r1", None, "failing") });
+        s.settle();
+        assert!(s.ready, "a member failing again and again does not hold readiness");
+        assert_eq!(s.applied, None, "not applied everywhere");
+        s.members.insert("m2".into(), member("r1", Some("r1"), "current"));
+        s.error = Some("r0: old".into());
+        s.settle();
+        assert_eq!((s.applied.as_deref(), s.error.as_deref()), (Some("r1"), None));
+        // A new revision: readiness holds through the deploy; applied waits for both.
+        s.expect("r2".into(), &names);
+        s.members.insert("m1".into(), member("r2", Some("r1"), "converging"));
+        s.settle();
+        assert!(s.ready && s.applied.as_deref() == Some("r1"));
+        s.fleet_ready = false;
+        s.settle();
+        assert!(!s.ready, "the fleet's half drops it");
     }
 }

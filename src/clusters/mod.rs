@@ -147,6 +147,17 @@ async fn attempt(
     apply::reconcile(&client, &plan.revision, share, settings).await.map_err(failure)
 }
 
+/// One attempt at one cluster, bounded by `options.cluster_timeout` and not retried: a
+/// member's worker decides when to try again (`crate::members::step`).
+pub async fn reconcile_one(plan: &Plan, kubeconfig: &Kubeconfig, cluster: &str, options: Options<'_>) -> Outcome {
+    let limit = options.cluster_timeout;
+    match tokio::time::timeout(limit, attempt(plan, kubeconfig, cluster, options, None)).await {
+        Ok(Ok(report)) => Ok(report),
+        Ok(Err(failure)) => Err(failure.message),
+        Err(_) => Err(format!("timed out after {limit:?}")),
+    }
+}
+
 /// Removes everything `options.instance` applied from each named cluster (a preview that
 /// ended), with the same retries and timeouts as a reconcile; one outcome per cluster.
 pub async fn teardown_all(

@@ -117,6 +117,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let rendered = plans.clone();
         loop_.run(crate::previews::Inputs { deliveries, rendered, leading: leadership.subscribe(), stop: stop.clone() })
     });
+    let (publish, publications) = mpsc::unbounded_channel();
+    let fleet = members_fleet(&config.reconcile, &parts, &leadership, overlay.clone());
     let reconciler = Reconciler {
         settings: config.reconcile.clone(),
         git,
@@ -127,14 +129,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         metrics: parts.metrics.clone(),
         rendered,
         parse_cache,
-        fence: leadership.fence(),
+        publish,
         overlay,
     };
-    // The preview loop runs beside the reconcile loop on this task (the member clients
-    // it shares are not all `Send` across every lifetime a spawned task would need).
+    // The preview loop and the members' workers run beside the reconcile loop on this
+    // task (the member clients they share are not all `Send` across every lifetime a
+    // spawned task would need).
     let previewing = futures::future::OptionFuture::from(previews);
+    let converging =
+        fleet.run(crate::members::Inputs { publications, leading: leadership.subscribe(), stop: stop.clone() });
     let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: leadership.subscribe(), stop });
-    tokio::join!(reconciling, previewing);
+    tokio::join!(reconciling, previewing, converging);
     info!("stopping");
     for task in [autoscaler, endpoints, failover, heartbeat].into_iter().flatten() {
         let _ = task.await;
@@ -203,6 +208,34 @@ async fn serve(
     info!(address = %listener.local_addr()?, "serving /healthz, /readyz, /metrics and /status");
     tokio::spawn(server::serve(listener, app, server::Limits::default()));
     Ok(())
+}
+
+/// The members' workers, converging each member on what the reconcile loop publishes.
+fn members_fleet(
+    reconcile: &crate::reconciler::Settings,
+    parts: &Parts,
+    leadership: &Leadership,
+    health: Option<watch::Receiver<flotilla_core::model::ClusterState>>,
+) -> crate::members::Fleet {
+    let settings = crate::members::Settings {
+        instance: reconcile.instance.clone(),
+        trust: reconcile.trust,
+        concurrency: reconcile.concurrency,
+        request_timeout: reconcile.request_timeout,
+        cluster_timeout: reconcile.cluster_timeout,
+        source: reconcile.source.clone(),
+        adopt: reconcile.adopt,
+        scope: reconcile.scope.clone(),
+        acting_as: reconcile.acting_as.clone(),
+    };
+    crate::members::Fleet {
+        settings,
+        pool: parts.pool.clone(),
+        fence: leadership.fence(),
+        board: parts.board.clone(),
+        metrics: parts.metrics.clone(),
+        health,
+    }
 }
 
 /// The preview loop, applying previews as the reconcile loop applies production.

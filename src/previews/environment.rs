@@ -9,35 +9,63 @@ use flotilla_core::model::{ObjectKey, Plan};
 use flotilla_core::preview::{self, EXPIRES_LABEL, HEAD_LABEL, PREVIEW_LABEL, Stamp};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
-use tracing::error;
+use tracing::{error, warn};
 
 use super::step::Found;
 use super::{Previews, instance, list};
 use crate::clusters::{self, Options};
 
 impl Previews {
-    /// Previews in the members, from their Namespaces' labels.
-    pub(super) async fn restore(&self, members: &[String]) -> anyhow::Result<Vec<Found>> {
-        let kubeconfig = self.credentials.read(&self.host).await?;
+    /// The previews the members hold (read from their labelled Namespaces), and the
+    /// members that could not be read (tried again later).
+    pub(super) async fn restore(&self, members: &[String]) -> (Vec<Found>, Vec<String>) {
+        let (mut found, mut missed) = (Vec::new(), Vec::new());
+        let kubeconfig = match self.credentials.read(&self.host).await {
+            Ok(k) => k,
+            Err(e) => {
+                warn!(error = format!("{e:#}"), "cannot read the member credentials to restore previews");
+                return (found, members.to_vec());
+            }
+        };
+        for member in members {
+            match self.restore_one(&kubeconfig, member).await {
+                Ok(more) => {
+                    for f in more {
+                        if !found.iter().any(|g: &Found| g.number == f.number) {
+                            found.push(f);
+                        }
+                    }
+                }
+                Err(e) => {
+                    warn!(cluster = %member, error = format!("{e:#}"), "cannot list the previews in this member; trying again later");
+                    missed.push(member.clone());
+                }
+            }
+        }
+        (found, missed)
+    }
+
+    /// The previews one member holds.
+    async fn restore_one(&self, kubeconfig: &kube::config::Kubeconfig, member: &str) -> anyhow::Result<Vec<Found>> {
         let apply = &self.settings.apply;
         let mut found = Vec::new();
-        for member in members {
-            let client = self.pool.client(&kubeconfig, member, apply.trust, apply.request_timeout, None).await?;
-            let namespaces: Api<Namespace> = Api::all(client);
-            for ns in namespaces.list(&ListParams::default().labels(PREVIEW_LABEL)).await?.items {
-                let labels = ns.metadata.labels.unwrap_or_default();
-                let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
-                let (Ok(number), Ok(expires)) = (label(PREVIEW_LABEL).parse(), label(EXPIRES_LABEL).parse()) else {
-                    continue;
-                };
-                // Another instance's preview of the same pull request is not ours to restore.
-                let owner = ns.metadata.annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION));
-                if owner.is_some_and(|owner| *owner != instance(&apply.instance, number)) {
-                    continue;
-                }
-                if !found.iter().any(|f: &Found| f.number == number) {
-                    found.push(Found { number, head: label(HEAD_LABEL), expires });
-                }
+        let client = self.pool.client(kubeconfig, member, apply.trust, apply.request_timeout, None).await?;
+        let namespaces: Api<Namespace> = Api::all(client);
+        let params = ListParams::default().labels(PREVIEW_LABEL);
+        let listed = tokio::time::timeout(apply.request_timeout, namespaces.list(&params));
+        for ns in listed.await.map_err(|_| anyhow::anyhow!("no answer in {:?}", apply.request_timeout))??.items {
+            let labels = ns.metadata.labels.unwrap_or_default();
+            let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+            let (Ok(number), Ok(expires)) = (label(PREVIEW_LABEL).parse(), label(EXPIRES_LABEL).parse()) else {
+                continue;
+            };
+            // Another instance's preview of the same pull request is not ours to restore.
+            let owner = ns.metadata.annotations.as_ref().and_then(|a| a.get(INSTANCE_ANNOTATION));
+            if owner.is_some_and(|owner| *owner != instance(&apply.instance, number)) {
+                continue;
+            }
+            if !found.iter().any(|f: &Found| f.number == number) {
+                found.push(Found { number, head: label(HEAD_LABEL), expires });
             }
         }
         Ok(found)

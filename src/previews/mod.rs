@@ -112,7 +112,8 @@ impl Previews {
     /// production render names the members; then the previews they hold are restored.
     pub async fn run(self, mut inputs: Inputs) {
         let mut state = State::default();
-        let mut restored = false;
+        // Members whose previews are still to be read (`None`: not begun).
+        let mut unrestored: Option<Vec<String>> = None;
         let mut poll = tokio::time::interval(self.settings.poll);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -122,23 +123,19 @@ impl Previews {
                 _ = poll.tick() => None,
             };
             if !*inputs.leading.borrow() || !self.fence.holds() {
-                restored = false;
+                unrestored = None;
                 continue;
             }
             let Some(members) = members(&inputs.rendered) else { continue };
             let mut events = std::collections::VecDeque::new();
-            if !restored {
-                match self.restore(&members).await {
-                    Ok(found) => {
-                        info!(previews = found.len(), "previews found in the members");
-                        events.push_back(Event::Restored(found));
-                        restored = true;
-                    }
-                    Err(e) => {
-                        warn!(error = format!("{e:#}"), "cannot list the previews in the members; trying again");
-                        continue;
-                    }
-                }
+            // One unreachable member holds no pull request's plan: the others' previews
+            // are restored now, its own at a later poll.
+            let pending = unrestored.get_or_insert(members.clone());
+            if !pending.is_empty() {
+                let (found, missed) = self.restore(pending).await;
+                info!(previews = found.len(), unreachable = missed.len(), "previews found in the members");
+                events.push_back(Event::Restored(found));
+                *pending = missed;
             }
             match event {
                 Some(event) => events.push_back(event),

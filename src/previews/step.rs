@@ -109,8 +109,12 @@ pub fn step(state: &mut State, settings: &Settings, event: Event) -> Vec<Action>
         }
         Event::Restored(found) => {
             // Its plan was posted when it was applied: a restart neither re-posts it nor
-            // renews the expiry; a push does.
+            // renews the expiry; a push does. A member restored late (it was unreachable
+            // at start) adds what it holds, and never overrides what is known since.
             for Found { number, head, expires } in found {
+                if state.pulls.get(&number).is_some_and(|p| p.planned.is_some()) {
+                    continue;
+                }
                 let pull = state.pulls.entry(number).or_default();
                 pull.planned = Some(head.clone());
                 pull.head = head;
@@ -297,6 +301,23 @@ mod tests {
             [Action::Teardown { number: 1, why: "the pull request is closed" }]
         );
         assert_eq!(step(&mut s, &cfg, Event::Listed(vec![])), [], "forgotten once closed");
+    }
+
+    #[test]
+    fn a_member_restored_late_adds_its_previews_and_overrides_nothing_known_since() {
+        let (mut s, cfg) = (State::default(), settings());
+        let found = |number, head: &str, expires| Found { number, head: head.into(), expires };
+        // member2 was unreachable at start: only member1's previews are known.
+        step(&mut s, &cfg, Event::Restored(vec![found(5, "c", 900)]));
+        step(&mut s, &cfg, Event::Planned { number: 5, head: "d".into(), preview: Some(1_000) });
+        // member2 answers later: its older stamp of 5 changes nothing, and 6 is added.
+        step(&mut s, &cfg, Event::Restored(vec![found(5, "c", 900), found(6, "e", 950)]));
+        assert_eq!(
+            step(&mut s, &cfg, Event::Tick(950)),
+            [Action::Teardown { number: 6, why: "its time to live expired without a push" }]
+        );
+        step(&mut s, &cfg, Event::TornDown { number: 6 });
+        assert_eq!(step(&mut s, &cfg, Event::Tick(999)), [], "5 runs d until 1,000, not c until 900");
     }
 
     #[test]

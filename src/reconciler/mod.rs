@@ -1,10 +1,10 @@
 //! The reconcile loop: fetch the followed branch, decide ([`step`]), and when told to,
-//! render a revision completely and reconcile every member cluster ([`cycle`]). A
-//! revision that does not render is reported and the last good one stays applied;
-//! every resync corrects drift, even while the remote is down; a trigger (webhook, local
-//! commit, autoscaler state) wakes the loop at once. Writes happen only while leading:
-//! losing the lease cancels a cycle, and a cut-short cycle is finished by whoever leads
-//! next (the inventory makes that safe).
+//! render a revision completely and publish it to the members ([`cycle`]), whose workers
+//! each converge on it on their own (`crate::members`). A revision that does not render
+//! is reported and the last good one stays applied; every resync republishes (drift is
+//! corrected), even while the remote is down; a trigger (webhook, local commit,
+//! autoscaler state) wakes the loop at once. Nothing here writes to a member: the
+//! workers write, only while leading.
 
 mod cycle;
 pub mod step;
@@ -21,7 +21,6 @@ use crate::clusters::connect::{Pool, Trust};
 use crate::clusters::credentials::Credentials;
 use crate::git::{Git, Revision};
 use crate::host::Host;
-use crate::leader::Fence;
 use crate::metrics::{ErrorReason, Metrics};
 use crate::status::Board;
 use step::{Action, Event, Outcome, State, Why};
@@ -92,8 +91,8 @@ pub struct Reconciler {
     pub rendered: watch::Sender<Option<Arc<Plan>>>,
     /// Documents of the last rendered revision by blob id.
     pub parse_cache: Arc<Mutex<ParseCache>>,
-    /// Checked right before each write to a member.
-    pub fence: Fence,
+    /// Where rendered revisions go: the members' workers.
+    pub publish: mpsc::UnboundedSender<crate::members::Publication>,
     /// What renders must heed beyond Git: live taints and evictions (the failover
     /// loop's), if any.
     pub overlay: Option<watch::Receiver<ClusterState>>,
@@ -232,11 +231,17 @@ impl Reconciler {
 
     /// A cluster the repository dropped leaves `/status` and the metrics.
     fn forget(&self, cluster: &str) {
-        let revision = self.board.update(|s| {
+        let (revision, member) = self.board.update(|s| {
             s.clusters.remove(cluster);
-            s.revisions.remove(cluster)
+            (s.revisions.remove(cluster), s.members.remove(cluster))
         });
         self.metrics.forget_cluster(cluster, revision.as_deref());
+        let revisions = member.map(|m| [("target", m.target), ("applied", m.applied)]).into_iter().flatten();
+        for (state, revision) in revisions.filter_map(|(state, r)| Some((state, r?))) {
+            let labels =
+                crate::metrics::MemberRevisionLabels { cluster: cluster.into(), revision, state: state.into() };
+            self.metrics.member_revision.remove(&labels);
+        }
     }
 
     /// Shows the loop's state in `/status` and the metrics.
@@ -244,8 +249,9 @@ impl Reconciler {
         self.metrics.source_unavailable.set(i64::from(state.source_unavailable().is_some()));
         self.board.update(|s| {
             s.leading = leading;
-            s.ready = leading && state.ready();
+            s.fleet_ready = leading && state.ready();
             s.source_unavailable = state.source_unavailable().map(str::to_owned);
+            s.settle();
         });
     }
 }

@@ -5,13 +5,17 @@
 //! | event                          | does                                                    |
 //! |--------------------------------|---------------------------------------------------------|
 //! | head fetched, not applied      | reconcile it ([`Why::New`], [`Why::Rewritten`])         |
-//! | head fetched, partly applied   | reconcile it again ([`Why::Retry`]): a cluster or one   |
-//! |                                | of its objects failed in the last cycle                 |
+//! | head fetched, not published    | reconcile it again ([`Why::Retry`]): the credentials    |
+//! |                                | could not be read, or an agent's cluster is not its own |
 //! | head fetched, failed to render | nothing, until resync is due: then the last good one    |
 //! | head fetched, applied          | reconcile again when resync is due or a cycle is forced |
 //! | fetch failed                   | when resync is due, the last good revision (drift is    |
 //! |                                | corrected while the remote is down)                     |
-//! | cycle done                     | remember what is applied; forget dropped clusters       |
+//! | cycle done                     | remember what is published; forget dropped clusters     |
+//!
+//! A cycle renders and publishes; each member's worker converges on what is published
+//! on its own, with its own retries (`crate::members::step`): one member failing never
+//! makes the fleet retry, nor waits for it.
 //! | leadership gained or lost      | forget what is applied: a new leader applies afresh     |
 
 use std::collections::BTreeSet;
@@ -23,20 +27,19 @@ use crate::git::Revision;
 #[derive(Debug, Clone)]
 pub struct State {
     resync: Duration,
-    /// Applied to every cluster by the last complete cycle.
+    /// Published to the members by the last cycle.
     applied: Option<Revision>,
     /// The last revision that rendered (applied to at least the clusters that answered).
     good: Option<Revision>,
     /// The last head that did not render, not retried until a resync is due.
     broken: Option<Revision>,
     last_cycle: Option<Instant>,
-    /// The last cycle ran but a cluster, or an object in one, failed: `good` is retried
-    /// at the next fetch rather than at resync.
+    /// The last cycle rendered but could not publish: `good` is retried at the next
+    /// fetch rather than at resync.
     retry: bool,
     forced: bool,
     source_unavailable: Option<String>,
-    /// A cycle rendered and reached at least one of its clusters (or had none) since
-    /// this instance began to lead.
+    /// A cycle rendered and published since this instance began to lead.
     cycled: bool,
     leading: bool,
     clusters: BTreeSet<String>,
@@ -61,10 +64,12 @@ pub enum Event {
 /// How a cycle ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// Rendered, and reconciled in `attempted` clusters of which `failed` failed and
-    /// `incomplete` were reconciled with objects that failed; `clusters` are all the
-    /// clusters the revision declares.
-    Ran { attempted: usize, failed: usize, incomplete: usize, clusters: BTreeSet<String> },
+    /// Rendered and published to the members; `clusters` are all the clusters the
+    /// revision declares.
+    Published { clusters: BTreeSet<String> },
+    /// Rendered, but not published: the member credentials could not be read, or an
+    /// agent's cluster is not declared as its own.
+    NotPublished { clusters: BTreeSet<String> },
     /// The revision did not render; nothing was applied.
     RenderFailed,
     /// Stopped before it finished.
@@ -79,7 +84,7 @@ pub enum Why {
     /// History was rewritten (force-push, reset): the new head, though it does not
     /// descend from what is applied.
     Rewritten { previous: Revision },
-    /// The revision reconciled last, again: a cluster or an object failed in that cycle.
+    /// The revision rendered last, again: it could not be published.
     Retry,
     /// The resync period passed (drift correction).
     Resync,
@@ -120,7 +125,7 @@ impl State {
         }
     }
 
-    /// The revision applied everywhere by the last complete cycle.
+    /// The revision the last cycle published.
     pub fn applied(&self) -> Option<Revision> {
         self.applied
     }
@@ -130,7 +135,8 @@ impl State {
         self.source_unavailable.as_deref()
     }
 
-    /// Ready: leading, the branch reachable, and a cycle run since leading began.
+    /// Ready (the fleet's half): leading, the branch reachable, and a revision published
+    /// since leading began.
     pub fn ready(&self) -> bool {
         self.leading && self.source_unavailable.is_none() && self.cycled
     }
@@ -210,30 +216,27 @@ impl State {
     }
 
     fn cycled(&mut self, revision: Revision, outcome: Outcome, now: Instant) -> Vec<Action> {
-        match outcome {
-            Outcome::Ran { attempted, failed, incomplete, clusters } => {
-                self.last_cycle = Some(now);
-                // One dead member of several leaves the controller ready; none reached
-                // (credentials unreadable, an agent refusing) does not.
-                self.cycled = attempted == 0 || failed < attempted;
-                self.good = Some(revision);
-                self.broken = None;
-                // Clusters that failed, and objects that failed in a cluster (a webhook
-                // down, a namespace still terminating), are retried at the next fetch,
-                // as Flux retries a failed Kustomization; not left to resync.
-                self.retry = failed > 0 || incomplete > 0;
-                self.applied = (!self.retry).then_some(revision);
-                let dropped = self.clusters.difference(&clusters).cloned().map(Action::ForgetCluster).collect();
-                self.clusters = clusters;
-                dropped
-            }
+        let (clusters, published) = match outcome {
+            Outcome::Published { clusters } => (clusters, true),
+            Outcome::NotPublished { clusters } => (clusters, false),
             Outcome::RenderFailed => {
                 self.last_cycle = Some(now);
                 self.broken = Some(revision);
-                Vec::new()
+                return Vec::new();
             }
-            Outcome::Cancelled => Vec::new(),
-        }
+            Outcome::Cancelled => return Vec::new(),
+        };
+        self.last_cycle = Some(now);
+        self.cycled |= published;
+        self.good = Some(revision);
+        self.broken = None;
+        // Not published (credentials unreadable): tried again at the next fetch, as
+        // Flux retries a failed Kustomization; not left to resync.
+        self.retry = !published;
+        self.applied = published.then_some(revision);
+        let dropped = self.clusters.difference(&clusters).cloned().map(Action::ForgetCluster).collect();
+        self.clusters = clusters;
+        dropped
     }
 }
 
@@ -255,7 +258,7 @@ mod tests {
         state.step(Event::Leading(true));
         let actions = state.step(Event::Fetched { head: rev(1), rewritten: false, now: t0 });
         assert_eq!(actions, [Action::Reconcile { revision: rev(1), why: Why::New }]);
-        let ran = Outcome::Ran { attempted: 2, failed: 0, incomplete: 0, clusters: clusters(&["member1", "member2"]) };
+        let ran = Outcome::Published { clusters: clusters(&["member1", "member2"]) };
         assert!(state.step(Event::Cycled { revision: rev(1), outcome: ran, now: t0 }).is_empty());
         assert!(state.ready());
         state
@@ -344,7 +347,7 @@ mod tests {
         assert_eq!(state.source_unavailable(), Some("connection refused"));
         assert!(down(&mut state, 20).is_empty(), "said once");
         assert_eq!(down(&mut state, 300), [Action::Reconcile { revision: rev(1), why: Why::SourceUnavailable }]);
-        let ran = Outcome::Ran { attempted: 2, failed: 0, incomplete: 0, clusters: clusters(&["member1", "member2"]) };
+        let ran = Outcome::Published { clusters: clusters(&["member1", "member2"]) };
         state.step(Event::Cycled { revision: rev(1), outcome: ran, now: t0 + Duration::from_secs(300) });
         assert!(down(&mut state, 310).is_empty(), "not again until the next resync");
         assert_eq!(fetched(&mut state, rev(1), t0 + Duration::from_secs(311)), [Action::SourceBack]);
@@ -352,42 +355,24 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_cluster_is_retried_at_the_next_fetch_and_does_not_make_the_leader_unready() {
+    fn a_revision_that_could_not_be_published_is_retried_at_the_next_fetch() {
         let t0 = Instant::now();
-        let mut state = applied(t0);
-        fetched(&mut state, rev(2), t0);
-        let ran = Outcome::Ran { attempted: 2, failed: 1, incomplete: 0, clusters: clusters(&["member1", "member2"]) };
-        state.step(Event::Cycled { revision: rev(2), outcome: ran, now: t0 });
-        assert!(state.ready(), "one dead member does not make the controller unready");
-        let none = Outcome::Ran { attempted: 2, failed: 2, incomplete: 0, clusters: clusters(&["member1", "member2"]) };
-        state.step(Event::Cycled { revision: rev(2), outcome: none, now: t0 });
-        assert!(!state.ready(), "no member reached");
+        let mut state = State::new(Duration::from_secs(300));
+        state.step(Event::Leading(true));
+        fetched(&mut state, rev(1), t0);
+        let unpublished = Outcome::NotPublished { clusters: clusters(&["member1"]) };
+        state.step(Event::Cycled { revision: rev(1), outcome: unpublished, now: t0 });
+        assert!(!state.ready(), "nothing published yet");
+        assert_eq!(state.applied(), None);
+        let again = [Action::Reconcile { revision: rev(1), why: Why::Retry }];
+        assert_eq!(fetched(&mut state, rev(1), t0 + Duration::from_secs(5)), again, "long before resync");
+        let published = Outcome::Published { clusters: clusters(&["member1"]) };
+        state.step(Event::Cycled { revision: rev(1), outcome: published, now: t0 + Duration::from_secs(5) });
+        assert!(state.ready());
+        assert!(fetched(&mut state, rev(1), t0 + Duration::from_secs(10)).is_empty(), "done until resync");
         assert_eq!(
-            fetched(&mut state, rev(2), t0 + Duration::from_secs(1)),
-            [Action::Reconcile { revision: rev(2), why: Why::Retry }]
-        );
-    }
-
-    #[test]
-    fn a_failed_object_is_retried_at_the_next_fetch_until_its_cluster_is_complete() {
-        let t0 = Instant::now();
-        let mut state = applied(t0);
-        fetched(&mut state, rev(2), t0);
-        let partly =
-            Outcome::Ran { attempted: 2, failed: 0, incomplete: 1, clusters: clusters(&["member1", "member2"]) };
-        state.step(Event::Cycled { revision: rev(2), outcome: partly, now: t0 });
-        assert!(state.ready(), "a rejected object does not make the controller unready");
-        assert_eq!(state.applied(), None, "not applied everywhere");
-        let again = [Action::Reconcile { revision: rev(2), why: Why::Retry }];
-        assert_eq!(fetched(&mut state, rev(2), t0 + Duration::from_secs(30)), again, "long before resync");
-        let whole =
-            Outcome::Ran { attempted: 2, failed: 0, incomplete: 0, clusters: clusters(&["member1", "member2"]) };
-        state.step(Event::Cycled { revision: rev(2), outcome: whole, now: t0 + Duration::from_secs(30) });
-        assert_eq!(state.applied(), Some(rev(2)));
-        assert!(fetched(&mut state, rev(2), t0 + Duration::from_secs(60)).is_empty(), "done until resync");
-        assert_eq!(
-            fetched(&mut state, rev(3), t0 + Duration::from_secs(61)),
-            [Action::Reconcile { revision: rev(3), why: Why::New }],
+            fetched(&mut state, rev(2), t0 + Duration::from_secs(11)),
+            [Action::Reconcile { revision: rev(2), why: Why::New }],
             "a new head is new, not a retry"
         );
     }
@@ -414,7 +399,7 @@ mod tests {
         let t0 = Instant::now();
         let mut state = applied(t0);
         fetched(&mut state, rev(2), t0);
-        let ran = Outcome::Ran { attempted: 2, failed: 0, incomplete: 0, clusters: clusters(&["member1"]) };
+        let ran = Outcome::Published { clusters: clusters(&["member1"]) };
         let actions = state.step(Event::Cycled { revision: rev(2), outcome: ran, now: t0 });
         assert_eq!(actions, [Action::ForgetCluster("member2".into())]);
     }

@@ -4,6 +4,7 @@ pub mod apply; // `flotilla apply` on real members: seeds, no-op, prune, broken 
 mod autoscale; // the FederatedHPA seed: metrics in members, write-back commits, no flapping
 mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir
 pub mod controller; // `flotilla run` with a real git daemon: follow, keep last good, webhooks
+mod converge; // each member converges on its own: a frozen member holds no other's commits
 mod e2e; // the member clusters themselves: real pods, readiness, isolation
 mod failover; // a stopped member's replicas run elsewhere; nothing is lost when it returns
 mod fence; // a leader cut off from its Lease stops writing before a standby leads

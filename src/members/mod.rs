@@ -1,0 +1,136 @@
+//! The fleet's members, each its own unit of work. The reconcile loop renders a
+//! revision once, fleet-wide, and publishes it here; each member has a worker with its
+//! own target, attempt in flight, retries and state ([`step`]), so a slow or frozen
+//! member is that member's problem and never holds another's deploys.
+//!
+//! What a member's target is (today: the newest good revision the reconcile loop
+//! publishes) is decided outside; the worker only converges on what it is given. Every
+//! worker reads the one published plan (shared, read-only: no per-member copy).
+//!
+//! Workers run as futures on the task that runs this fleet: their member clients' futures
+//! need not be `Send`, and every one of them waits on I/O, so none holds another up.
+
+mod report;
+pub mod step;
+mod worker;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use flotilla_core::model::{ClusterState, Plan};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use kube::config::Kubeconfig;
+use tokio::sync::{mpsc, watch};
+
+use crate::clusters::connect::{Pool, Trust};
+use crate::git::Revision;
+use crate::leader::Fence;
+use crate::metrics::Metrics;
+use crate::status::Board;
+
+/// How members are reconciled.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Instance name (inventory, prune scope).
+    pub instance: String,
+    /// Which kubeconfig credentials to trust.
+    pub trust: Trust,
+    /// Requests in flight per member.
+    pub concurrency: usize,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+    /// One attempt at one member takes at most this long.
+    pub cluster_timeout: Duration,
+    /// The followed repository, recorded in each inventory.
+    pub source: flotilla_core::inventory::Source,
+    /// Take over inventories another source recorded.
+    pub adopt: bool,
+    /// What the repository may touch; `None`: everything.
+    pub scope: Option<Arc<flotilla_core::project::Project>>,
+    /// The user objects are written as in each member, if any.
+    pub acting_as: Option<String>,
+}
+
+/// One rendered revision for the members named.
+pub struct Publication {
+    /// The revision.
+    pub revision: Revision,
+    /// Its plan, shared by every worker.
+    pub plan: Arc<Plan>,
+    /// The member credentials as they were read for it.
+    pub kubeconfig: Arc<Kubeconfig>,
+    /// The members this instance applies (Push members; an agent's own).
+    pub members: Vec<String>,
+}
+
+/// A member's target: the publication's plan at its generation.
+pub struct Target {
+    goal: step::Goal,
+    plan: Arc<Plan>,
+    kubeconfig: Arc<Kubeconfig>,
+}
+
+/// What every worker shares.
+pub struct Fleet {
+    /// How members are reconciled.
+    pub settings: Settings,
+    /// Member clients, shared with the other loops.
+    pub pool: Arc<Pool>,
+    /// Checked right before each write.
+    pub fence: Fence,
+    /// Where status goes.
+    pub board: Arc<Board>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Member health from the failover loop (its health taints), if it runs.
+    pub health: Option<watch::Receiver<ClusterState>>,
+}
+
+/// What the fleet listens to.
+pub struct Inputs {
+    /// Publications of the reconcile loop.
+    pub publications: mpsc::UnboundedReceiver<Publication>,
+    /// Whether this instance leads.
+    pub leading: watch::Receiver<bool>,
+    /// Becomes true when the controller stops.
+    pub stop: watch::Receiver<bool>,
+}
+
+impl Fleet {
+    /// Runs until `stop` (or the reconcile loop is gone): starts a worker for each member
+    /// a publication names, hands each its target, and stops the workers of members no
+    /// longer named. Stopping drops every attempt in flight; the inventory makes that
+    /// safe, as losing the lease mid-reconcile always was.
+    pub async fn run(self, mut inputs: Inputs) {
+        let fleet = Arc::new(self);
+        let mut targets: BTreeMap<String, watch::Sender<Option<Arc<Target>>>> = BTreeMap::new();
+        let mut workers = FuturesUnordered::new();
+        let mut generation = 0;
+        loop {
+            tokio::select! {
+                published = inputs.publications.recv() => {
+                    let Some(published) = published else { break };
+                    generation += 1;
+                    // A member no longer named: its sender dropped, its worker ends.
+                    targets.retain(|name, _| published.members.contains(name));
+                    for name in &published.members {
+                        let sender = targets.entry(name.clone()).or_insert_with(|| {
+                            let (sender, receiver) = watch::channel(None);
+                            let run = worker::Worker::new(name.clone(), fleet.clone(), inputs.leading.clone());
+                            workers.push(Box::pin(run.work(receiver)));
+                            sender
+                        });
+                        let goal = step::Goal { generation, revision: published.revision };
+                        let target = Target { goal, plan: published.plan.clone(), kubeconfig: published.kubeconfig.clone() };
+                        sender.send_replace(Some(Arc::new(target)));
+                    }
+                    fleet.board.update(|s| s.expect(published.revision.to_string(), &published.members));
+                }
+                Some(()) = workers.next(), if !workers.is_empty() => {}
+                _ = inputs.stop.changed() => break,
+            }
+        }
+    }
+}
