@@ -119,19 +119,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     });
     let (publish, publications) = mpsc::unbounded_channel();
     let fleet = members_fleet(&config.reconcile, &parts, &leadership, overlay.clone());
-    let reconciler = Reconciler {
-        settings: config.reconcile.clone(),
+    let reconciler = reconcile_loop(
+        (&config.reconcile, &config.credentials),
+        &parts,
         git,
-        host: parts.host.clone(),
-        credentials: config.credentials.clone(),
-        pool: parts.pool.clone(),
-        board: parts.board.clone(),
-        metrics: parts.metrics.clone(),
-        rendered,
-        parse_cache,
-        publish,
-        overlay,
-    };
+        (rendered, parse_cache),
+        (publish, overlay),
+    );
     // The preview loop and the members' workers run beside the reconcile loop on this
     // task (the member clients they share are not all `Send` across every lifetime a
     // spawned task would need).
@@ -208,6 +202,35 @@ async fn serve(
     info!(address = %listener.local_addr()?, "serving /healthz, /readyz, /metrics and /status");
     tokio::spawn(server::serve(listener, app, server::Limits::default()));
     Ok(())
+}
+
+/// The reconcile loop: fetch, render, publish to the members.
+fn reconcile_loop(
+    (settings, credentials): (&crate::reconciler::Settings, &Credentials),
+    parts: &Parts,
+    git: Git,
+    (rendered, parse_cache): (
+        watch::Sender<Option<Arc<flotilla_core::model::Plan>>>,
+        Arc<Mutex<flotilla_core::load::ParseCache>>,
+    ),
+    (publish, overlay): (
+        mpsc::UnboundedSender<crate::members::Publication>,
+        Option<watch::Receiver<flotilla_core::model::ClusterState>>,
+    ),
+) -> Reconciler {
+    Reconciler {
+        settings: settings.clone(),
+        git,
+        host: parts.host.clone(),
+        credentials: credentials.clone(),
+        pool: parts.pool.clone(),
+        board: parts.board.clone(),
+        metrics: parts.metrics.clone(),
+        rendered,
+        parse_cache,
+        publish,
+        overlay,
+    }
 }
 
 /// The members' workers, converging each member on what the reconcile loop publishes.

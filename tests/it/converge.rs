@@ -50,20 +50,10 @@ async fn a_frozen_member_never_holds_the_others_commits() {
         wait_for("c0 everywhere", Duration::from_secs(30), || async { has(members, member, "c0").await }).await;
     }
 
+    // Side by side: four commits with every member up, then four with member2 frozen.
+    let up = commits(members, &repo, 1..=4, &["member1", "member2", "member3"]).await;
     members.freeze("member2", true);
-    let mut took = Vec::new();
-    for i in 1..=4 {
-        write(repo.work.path(), "fleet.yaml", revision(i).as_bytes());
-        commit_and_push(repo.work.path(), &format!("c{i}"));
-        let pushed = Instant::now();
-        let name = format!("c{i}");
-        wait_for("the commit on member1 and member3", Duration::from_secs(10), || async {
-            has(members, "member1", &name).await && has(members, "member3", &name).await
-        })
-        .await;
-        took.push(pushed.elapsed());
-        std::thread::sleep(Duration::from_secs(10).saturating_sub(pushed.elapsed()));
-    }
+    let frozen = commits(members, &repo, 5..=8, &["member1", "member3"]).await;
     let seen = status(port);
     let member2 = &seen["members"]["member2"];
     assert!(["converging", "failing"].contains(&member2["state"].as_str().unwrap_or_default()), "{seen}");
@@ -72,7 +62,7 @@ async fn a_frozen_member_never_holds_the_others_commits() {
 
     members.freeze("member2", false);
     let thawed = Instant::now();
-    wait_for("member2 to catch up", Duration::from_secs(60), || async { has(members, "member2", "c4").await }).await;
+    wait_for("member2 to catch up", Duration::from_secs(60), || async { has(members, "member2", "c8").await }).await;
     let caught_up = thawed.elapsed();
     wait_for("every member current", Duration::from_secs(30), || async {
         let seen = status(port);
@@ -81,5 +71,36 @@ async fn a_frozen_member_never_holds_the_others_commits() {
             && seen["applied"] == head
     })
     .await;
-    eprintln!("member2 frozen: commit → member1 and member3 {took:?}; member2 caught up {caught_up:?} after thawing");
+    eprintln!("converge: commit → applied, every member up: {up:?}");
+    eprintln!("converge: commit → member1 and member3, member2 frozen: {frozen:?}");
+    eprintln!("converge: member2 caught up {caught_up:?} after thawing");
+}
+
+/// Commits `c{i}` for each `i` 10 s apart; each must reach `on` within 10 s. Returns
+/// the time from each push until it did.
+async fn commits(
+    members: &crate::members::Members,
+    repo: &crate::controller::Served,
+    range: std::ops::RangeInclusive<usize>,
+    on: &[&str],
+) -> Vec<Duration> {
+    let mut took = Vec::new();
+    for i in range {
+        write(repo.work.path(), "fleet.yaml", revision(i).as_bytes());
+        commit_and_push(repo.work.path(), &format!("c{i}"));
+        let pushed = Instant::now();
+        let name = format!("c{i}");
+        wait_for("the commit on the members", Duration::from_secs(10), || async {
+            for member in on {
+                if !has(members, member, &name).await {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+        took.push(pushed.elapsed());
+        std::thread::sleep(Duration::from_secs(10).saturating_sub(pushed.elapsed()));
+    }
+    took
 }
