@@ -84,7 +84,10 @@ fn show(status: &Status) -> String {
         out += "leading   no (standing by)\n";
     }
     for (cluster, line) in &status.clusters {
-        out += &format!("{cluster:<12}{line}\n");
+        out += &format!("{cluster:<12}{}\n", flotilla_core::escape::visible(line));
+        if let Some(member) = status.members.get(cluster) {
+            out += &show_member(member);
+        }
         if let Some(h) = status.health.get(cluster).filter(|h| h.ready != "True" || !h.taints.is_empty()) {
             let taints = if h.taints.is_empty() { String::new() } else { format!("; taints {}", h.taints.join(", ")) };
             out += &format!("{:<12}Ready {} since {}: {}{taints}\n", "", h.ready, h.since, h.reason);
@@ -103,6 +106,23 @@ fn show(status: &Status) -> String {
         out += &show_service(name, service);
     }
     out + &show_failover(status.failover.as_ref())
+}
+
+/// One member's worker: `state, target R applied R` and, when failing or not
+/// contacted, since when and why.
+fn show_member(m: &crate::status::MemberStatus) -> String {
+    let short = |r: &Option<String>| r.as_deref().map_or("-".to_owned(), |r| r.chars().take(12).collect());
+    let mut line = format!("{:<12}{}, target {} applied {}", "", m.state, short(&m.target), short(&m.applied));
+    if let Some(since) = &m.since {
+        line += &format!(" since {since}");
+    }
+    if m.failures > 0 {
+        line += &format!(" ({} failed attempts)", m.failures);
+    }
+    if let Some(reason) = &m.reason {
+        line += &format!(": {}", flotilla_core::escape::visible(reason));
+    }
+    line + "\n"
 }
 
 /// Evictions that hold, then moves: `moved OBJECT from CLUSTER at T (why): before → after`.
@@ -194,4 +214,46 @@ fn show_autoscaler(id: &str, a: &AutoscalerStatus) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::MemberStatus;
+
+    #[test]
+    fn each_member_shows_its_target_applied_revision_and_state() {
+        let mut status = Status::default();
+        (status.head, status.applied) = (Some("b".repeat(40)), Some("a".repeat(40)));
+        status
+            .clusters
+            .insert("member1".into(), format!("{}: 3 applied, 0 unchanged, 0 pruned, 0 failed", "b".repeat(40)));
+        status.clusters.insert("member2".into(), format!("{}: failed: timed out\u{1b}[2K", "a".repeat(40)));
+        let current = MemberStatus {
+            target: Some("b".repeat(40)),
+            applied: Some("b".repeat(40)),
+            state: "current".into(),
+            ..Default::default()
+        };
+        let failing = MemberStatus {
+            target: Some("b".repeat(40)),
+            applied: Some("a".repeat(40)),
+            state: "failing".into(),
+            since: Some("2026-12-04T17:00:00Z".into()),
+            reason: Some("timed out after 10s".into()),
+            failures: 4,
+            ..Default::default()
+        };
+        status.members.insert("member1".into(), current);
+        status.members.insert("member2".into(), failing);
+        let text = show(&status);
+        assert!(text.contains(&format!("current, target {0} applied {0}\n", "b".repeat(12))), "{text}");
+        let want = format!(
+            "failing, target {} applied {} since 2026-12-04T17:00:00Z (4 failed attempts): timed out after 10s\n",
+            "b".repeat(12),
+            "a".repeat(12)
+        );
+        assert!(text.contains(&want), "{text}");
+        assert!(!text.contains('\u{1b}'), "a member's text reaches the terminal written out: {text:?}");
+    }
 }
