@@ -3,6 +3,8 @@
 //! does), commits still reach the others at once, and the frozen one catches up when it
 //! thaws.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -103,4 +105,85 @@ async fn commits(
         std::thread::sleep(Duration::from_secs(10).saturating_sub(pushed.elapsed()));
     }
     took
+}
+
+/// A TCP proxy to `upstream` on a free port of 127.0.0.1 that, while `slow` is set,
+/// holds every chunk the server sends for `delay` before passing it on: an API server
+/// that answers every request, late.
+fn slow_proxy(upstream: std::net::SocketAddr, delay: Duration, slow: Arc<AtomicBool>) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let (Ok(client), Ok(server)) = (client, std::net::TcpStream::connect(upstream)) else { continue };
+            let (mut client_read, mut server_write) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || std::io::copy(&mut client_read, &mut server_write));
+            let (mut server_read, mut client_write, slow) = (server, client, slow.clone());
+            std::thread::spawn(move || {
+                let mut buffer = vec![0u8; 64 * 1024];
+                while let Ok(n) = server_read.read(&mut buffer) {
+                    if n == 0 {
+                        break;
+                    }
+                    if slow.load(Ordering::SeqCst) {
+                        std::thread::sleep(delay);
+                    }
+                    if client_write.write_all(&buffer[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Where `member`'s API server listens, by the members' kubeconfig.
+fn server_of(kubeconfig: &std::path::Path, member: &str) -> std::net::SocketAddr {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let server = kc.clusters.iter().find(|c| c.name == member).and_then(|c| c.cluster.clone()).unwrap().server;
+    server.unwrap().trim_start_matches("https://").trim_end_matches('/').parse().unwrap()
+}
+
+/// The members' kubeconfig with `member`'s API server reached through `port` on
+/// 127.0.0.1 (its certificate names 127.0.0.1, whatever the port).
+fn through_proxy(kubeconfig: &std::path::Path, member: &str, port: u16) -> tempfile::NamedTempFile {
+    let mut kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let cluster = kc.clusters.iter_mut().find(|c| c.name == member).and_then(|c| c.cluster.as_mut()).unwrap();
+    cluster.server = Some(format!("https://127.0.0.1:{port}"));
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), serde_json::to_vec(&kc).unwrap()).unwrap();
+    file
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_that_answers_late_never_delays_the_others() {
+    let dedicated = Dedicated::start(3);
+    let members = &dedicated.0;
+    let slow = Arc::new(AtomicBool::new(false));
+    let proxy = slow_proxy(server_of(members.kubeconfig(), "member2"), Duration::from_secs(20), slow.clone());
+    let kubeconfig = through_proxy(members.kubeconfig(), "member2", proxy);
+    let repo = serve(&revision(0));
+    let (port, cache) = (free_port(), tempfile::tempdir().unwrap());
+    let _controller = Running(
+        run_from_daemon(repo.port)
+            .args(["--interval", "1s", "--instance", "late"])
+            .args(["--kubeconfig", kubeconfig.path().to_str().unwrap()])
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir", cache.path().to_str().unwrap()])
+            .quiet(),
+    );
+    wait_for("readyz", Duration::from_secs(60), || async { ready(port) }).await;
+    for member in ["member1", "member2", "member3"] {
+        wait_for("c0 everywhere", Duration::from_secs(30), || async { has(members, member, "c0").await }).await;
+    }
+    slow.store(true, Ordering::SeqCst);
+    let late = commits(members, &repo, 1..=4, &["member1", "member3"]).await;
+    slow.store(false, Ordering::SeqCst);
+    let fast = Instant::now();
+    wait_for("member2 to catch up", Duration::from_secs(90), || async { has(members, "member2", "c4").await }).await;
+    eprintln!(
+        "converge: member2 answering 20 s late: commit → member1 and member3 {late:?}; caught up {:?} after",
+        fast.elapsed()
+    );
 }
