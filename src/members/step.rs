@@ -8,7 +8,8 @@
 //! |                               | start on the new one (at most one request timeout late)   |
 //! | the member turns not Ready    | cancel the attempt in flight; contact nothing until Ready |
 //! | the member is Ready again     | try at once                                               |
-//! | the lease is lost or gained   | cancel the attempt in flight; a new leader applies afresh |
+//! | the lease is lost or gained   | cancel the attempt in flight; forget the target: a new    |
+//! |                               | leader applies what it publishes from a fresh fetch       |
 //! | an attempt ends, complete     | the target is applied; no retry                           |
 //! | an attempt ends, failed or    | retry after a backoff of 1, 2, 4 … 60 s (capped), as long |
 //! | with objects that failed      | as the target stands                                      |
@@ -188,8 +189,13 @@ impl State {
             Event::Leading(leading) => {
                 self.leading = leading;
                 self.cancel(&mut actions);
-                // A new leader applies afresh, at once.
-                (self.applied, self.retry_at) = (None, None);
+                // A new leader applies afresh, at once; but only what it publishes from
+                // a fresh fetch: a target kept from before may be older than what
+                // another leader applied meanwhile.
+                (self.applied, self.retry_at, self.failing, self.failures) = (None, None, None, 0);
+                if !leading {
+                    self.target = None;
+                }
                 None
             }
             Event::Finished { generation, result, now } => {

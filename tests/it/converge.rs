@@ -39,18 +39,7 @@ async fn a_frozen_member_never_holds_the_others_commits() {
     let dedicated = Dedicated::start(3);
     let members = &dedicated.0;
     let repo = serve(&revision(0));
-    let (port, cache) = (free_port(), tempfile::tempdir().unwrap());
-    let _controller = Running(
-        run_from_daemon(repo.port)
-            .args(["--interval", "1s", "--instance", "converge"])
-            .args(["--kubeconfig", members.kubeconfig().to_str().unwrap()])
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir", cache.path().to_str().unwrap()])
-            .quiet(),
-    );
-    wait_for("readyz", Duration::from_secs(60), || async { ready(port) }).await;
-    for member in ["member1", "member2", "member3"] {
-        wait_for("c0 everywhere", Duration::from_secs(30), || async { has(members, member, "c0").await }).await;
-    }
+    let (_controller, port, _cache) = converged(members, &repo, members.kubeconfig(), "converge").await;
 
     // Side by side: four commits with every member up, then four with member2 frozen.
     let up = commits(members, &repo, 1..=4, &["member1", "member2", "member3"]).await;
@@ -76,6 +65,28 @@ async fn a_frozen_member_never_holds_the_others_commits() {
     eprintln!("converge: commit → applied, every member up: {up:?}");
     eprintln!("converge: commit → member1 and member3, member2 frozen: {frozen:?}");
     eprintln!("converge: member2 caught up {caught_up:?} after thawing");
+}
+
+/// A controller following `repo` every second through `kubeconfig`, once `c0` is in
+/// every member: it, its port, and its cache directory (which lives as long as it).
+async fn converged(
+    members: &crate::members::Members,
+    repo: &crate::controller::Served,
+    kubeconfig: &std::path::Path,
+    instance: &str,
+) -> (Running, u16, tempfile::TempDir) {
+    let (port, cache) = (free_port(), tempfile::tempdir().unwrap());
+    let controller = Running(
+        run_from_daemon(repo.port)
+            .args(["--interval", "1s", "--instance", instance, "--kubeconfig", kubeconfig.to_str().unwrap()])
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir", cache.path().to_str().unwrap()])
+            .quiet(),
+    );
+    wait_for("readyz", Duration::from_secs(60), || async { ready(port) }).await;
+    for member in ["member1", "member2", "member3"] {
+        wait_for("c0 everywhere", Duration::from_secs(30), || async { has(members, member, "c0").await }).await;
+    }
+    (controller, port, cache)
 }
 
 /// Commits `c{i}` for each `i` 10 s apart; each must reach `on` within 10 s. Returns
@@ -165,18 +176,7 @@ async fn a_member_that_answers_late_never_delays_the_others() {
     let proxy = slow_proxy(server_of(members.kubeconfig(), "member2"), Duration::from_secs(20), slow.clone());
     let kubeconfig = through_proxy(members.kubeconfig(), "member2", proxy);
     let repo = serve(&revision(0));
-    let (port, cache) = (free_port(), tempfile::tempdir().unwrap());
-    let _controller = Running(
-        run_from_daemon(repo.port)
-            .args(["--interval", "1s", "--instance", "late"])
-            .args(["--kubeconfig", kubeconfig.path().to_str().unwrap()])
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir", cache.path().to_str().unwrap()])
-            .quiet(),
-    );
-    wait_for("readyz", Duration::from_secs(60), || async { ready(port) }).await;
-    for member in ["member1", "member2", "member3"] {
-        wait_for("c0 everywhere", Duration::from_secs(30), || async { has(members, member, "c0").await }).await;
-    }
+    let (_controller, _port, _cache) = converged(members, &repo, kubeconfig.path(), "late").await;
     slow.store(true, Ordering::SeqCst);
     let late = commits(members, &repo, 1..=4, &["member1", "member3"]).await;
     slow.store(false, Ordering::SeqCst);

@@ -79,8 +79,8 @@ fn without_the_lease_nothing_is_written_and_a_new_leader_applies_afresh() {
     s.step(Event::Finished { generation: 1, result: Ok(()), now: t0 });
     assert!(s.step(Event::Leading(false)).is_empty());
     assert_eq!(s.phase(), Phase::StandingBy);
-    assert!(s.step(Event::Target(goal(2))).is_empty());
-    assert_eq!(s.step(Event::Leading(true)), [Action::Start(goal(2))]);
+    assert!(s.step(Event::Leading(true)).is_empty(), "the old target is not applied again: it may be stale");
+    assert_eq!(s.step(Event::Target(goal(2))), [Action::Start(goal(2))], "what the new leader publishes");
 }
 
 /// What a harness may do to a member: events as the worker would see them.
@@ -111,23 +111,31 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
 proptest! {
     /// Over random sequences of publications, health changes, lease changes, attempt
     /// ends and time: never two attempts at once, never a start without the lease or
-    /// while not Ready, never an older target applied after a newer one, and a Ready
-    /// member under a leader always works on its newest target.
+    /// while not Ready, never an older target applied after a newer one, never a target
+    /// from before the lease was lost, and a Ready member under a leader always works
+    /// on its newest target.
     #[test]
     fn a_member_converges_on_its_newest_target_and_keeps_its_invariants(steps in steps()) {
         let t0 = Instant::now();
         let (mut s, mut now, mut published) = (State::new(), t0, 0u64);
         let (mut leading, mut ready) = (false, true);
+        // Whether a target was published since the lease was last lost.
+        let mut targeted = false;
         let mut in_flight: Option<u64> = None;
         let mut highest_applied = 0u64;
         for step in steps {
             let event = match step {
                 Step::Publish => {
                     published += 1;
+                    targeted = true;
                     Event::Target(goal(published))
                 }
                 Step::Ready(r) => { ready = r; Event::Ready(r) }
-                Step::Leading(l) => { leading = l; Event::Leading(l) }
+                Step::Leading(l) => {
+                    leading = l;
+                    targeted &= l;
+                    Event::Leading(l)
+                }
                 Step::End { ok, stale } => {
                     let generation = match (in_flight, stale) {
                         (Some(g), false) => g,
@@ -145,6 +153,7 @@ proptest! {
                         prop_assert!(in_flight.is_none(), "two attempts at once");
                         prop_assert!(leading && ready, "started without the lease or while not Ready");
                         prop_assert_eq!(g.generation, published, "an attempt at an old target");
+                        prop_assert!(targeted, "a target kept from before the lease was lost");
                         in_flight = Some(g.generation);
                     }
                     Action::Cancel => {
@@ -159,7 +168,7 @@ proptest! {
             }
         }
         // Liveness: a Ready member under a leader, with time enough, works on the newest target.
-        if leading && ready && published > 0 && s.applied().map(|a| a.generation) != Some(published) {
+        if leading && ready && targeted && s.applied().map(|a| a.generation) != Some(published) {
             let actions = s.step(Event::Tick(now + MAX_BACKOFF));
             let working = in_flight == Some(published) || actions == [Action::Start(goal(published))];
             prop_assert!(working, "idle with an unapplied target: {:?} {:?}", s.phase(), actions);
