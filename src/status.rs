@@ -138,8 +138,9 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// Failed attempts in a row after which a failing member no longer holds readiness: a
-/// member starting up (its storage initializing) is given its first retries.
-pub const SETTLED_AFTER_FAILURES: u32 = 3;
+/// member starting up (its storage initializing, answering 429 for seconds) is given its
+/// first retries, 1 + 2 + 4 + 8 s of backoff.
+pub const SETTLED_AFTER_FAILURES: u32 = 5;
 
 /// `at` in RFC 3339, as `/status` writes times.
 pub fn rfc3339(at: std::time::SystemTime) -> String {
@@ -358,7 +359,10 @@ mod tests {
         s.members.insert("m2".into(), MemberStatus { failures: 1, ..member("r1", None, "failing") });
         s.settle();
         assert!(!s.ready, "a first failure is retried before it counts");
-        s.members.insert("m2".into(), MemberStatus { failures: 3, ..member("r1", None, "failing") });
+        s.members.insert("m2".into(), MemberStatus { failures: 4, ..member("r1", None, "failing") });
+        s.settle();
+        assert!(!s.ready, "a member starting up gets its first retries");
+        s.members.insert("m2".into(), MemberStatus { failures: 5, ..member("r1", None, "failing") });
         s.settle();
         assert!(s.ready, "a member failing again and again does not hold readiness");
         assert_eq!(s.applied, None, "not applied everywhere");
