@@ -12,6 +12,10 @@
 #   MEMBERS_KUBECONFIG   members already up and empty (contexts member1..memberN; each run
 #                        applies a new repo path, which an earlier run's inventories refuse),
 #                        else fresh members are started here
+#   UNREACHABLE=1        no members: every cluster's context points at a closed port on
+#                        127.0.0.1 (connection refused), so the controller renders and
+#                        every member's worker fails and retries; reports RSS at 90 s and
+#                        the median after 90 s (issue 30's figure), and no apply is expected
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size=${1:-M}
@@ -29,6 +33,20 @@ if [ -z "$bin" ]; then cargo build --release -q; bin=$CARGO_TARGET_DIR/release/f
 grep -rh '^  namespace: ' "$work/repo/apps" | sort -u | awk '{ printf "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", $2 }' >"$work/repo/namespaces.yaml"
 clusters=$(grep -l "kind: Cluster" -r "$work/repo" | xargs grep -h "^  name: c" | wc -l)
 members=${MEMBERS_KUBECONFIG:-}
+if [ -n "${UNREACHABLE:-}" ]; then
+  # A port that was free a moment ago: nothing listens there.
+  closed=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  python3 - "$clusters" "$closed" "$work/unreachable.config" <<'PY'
+import json, sys
+n, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+names = ["member%d" % (i + 1) for i in range(n)]
+json.dump({"apiVersion": "v1", "kind": "Config",
+           "clusters": [{"name": m, "cluster": {"server": "https://127.0.0.1:%s" % port}} for m in names],
+           "users": [{"name": m, "user": {"token": "unused"}} for m in names],
+           "contexts": [{"name": m, "context": {"cluster": m, "user": m}} for m in names]}, open(out, "w"))
+PY
+  members=$work/unreachable.config
+fi
 if [ -z "$members" ]; then
   started=1
   FLOTILLA_CLUSTERS_DIR=$work/clusters KUBECONFIG_OUT=$work/members.config hack/local-up.sh "$clusters" >&2
@@ -79,6 +97,13 @@ while [ $(( $(date +%s) - start )) -lt "$seconds" ]; do
   if [ $(( (now - start) % 60 )) -lt 5 ]; then tail -1 "$work/samples" | awk '{ printf "t=%ss rss=%.0f MiB anon=%.0f MiB peak=%.0f MiB\n", $1, $2/1024, $3/1024, $4/1024 }' >&2; fi
   sleep 5
 done
+if [ -n "${UNREACHABLE:-}" ]; then
+  awk '$1 >= 90 { printf "RSS at %ss (the first sample from 90 s): %.1f MiB\n", $1, $2/1024; exit }' "$work/samples"
+  awk '$1 > 90 { print $2 }' "$work/samples" | sort -n | awk '{ a[NR] = $1 } END { if (NR) printf "steady RSS (median after 90 s): %.1f MiB over %d samples\n", a[int((NR+1)/2)]/1024, NR }'
+  tail -1 "$work/samples" | awk '{ printf "peak RSS (VmHWM): %.1f MiB\n", $4/1024 }'
+  echo "errors logged: $(grep -c ERROR "$work/log" || true) (every member is unreachable)"
+  exit 0
+fi
 awk '$5 == "after" { print $2 }' "$work/samples" | sort -n | awk '{ a[NR] = $1 } END { if (NR) printf "steady RSS (median after the first apply): %.1f MiB over %d samples\n", a[int((NR+1)/2)]/1024, NR }'
 tail -1 "$work/samples" | awk '{ printf "peak RSS (VmHWM): %.1f MiB\n", $4/1024 }'
 curl -sf "http://127.0.0.1:$port/metrics" | awk '/^flotilla_heap_(allocated|free)_bytes/ { printf "%s after the last cycle: %.1f MiB\n", $1, $2/1048576 }'
