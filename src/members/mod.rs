@@ -105,6 +105,9 @@ impl Fleet {
     /// safe, as losing the lease mid-reconcile always was.
     pub async fn run(self, mut inputs: Inputs) {
         let fleet = Arc::new(self);
+        // Attempts in flight across the fleet: when the last one ends, the allocator's
+        // free pages go back to the system, as after a whole cycle before.
+        let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut targets: BTreeMap<String, watch::Sender<Option<Arc<Target>>>> = BTreeMap::new();
         let mut workers = FuturesUnordered::new();
         let mut generation = 0;
@@ -118,7 +121,7 @@ impl Fleet {
                     for name in &published.members {
                         let sender = targets.entry(name.clone()).or_insert_with(|| {
                             let (sender, receiver) = watch::channel(None);
-                            let run = worker::Worker::new(name.clone(), fleet.clone(), inputs.leading.clone());
+                            let run = worker::Worker::new(name.clone(), (fleet.clone(), busy.clone()), inputs.leading.clone());
                             workers.push(Box::pin(run.work(receiver)));
                             sender
                         });

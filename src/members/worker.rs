@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -21,14 +22,20 @@ type Attempt = Pin<Box<dyn Future<Output = (clusters::Outcome, std::time::Durati
 pub(super) struct Worker {
     name: String,
     fleet: Arc<Fleet>,
+    /// Attempts in flight across the fleet.
+    busy: Arc<AtomicUsize>,
     leading: watch::Receiver<bool>,
     health: Option<watch::Receiver<flotilla_core::model::ClusterState>>,
 }
 
 impl Worker {
-    pub(super) fn new(name: String, fleet: Arc<Fleet>, leading: watch::Receiver<bool>) -> Self {
+    pub(super) fn new(
+        name: String,
+        (fleet, busy): (Arc<Fleet>, Arc<AtomicUsize>),
+        leading: watch::Receiver<bool>,
+    ) -> Self {
         let health = fleet.health.clone();
-        Self { name, fleet, leading, health }
+        Self { name, fleet, busy, leading, health }
     }
 
     /// Converges the member on the targets that arrive, until their sender is dropped
@@ -44,6 +51,10 @@ impl Worker {
             let event = tokio::select! {
                 changed = targets.changed() => {
                     if changed.is_err() {
+                        // The member left: its attempt in flight is dropped with it.
+                        if attempt.is_some() {
+                            self.busy.fetch_sub(1, Ordering::SeqCst);
+                        }
                         return;
                     }
                     let Some(target) = targets.borrow_and_update().clone() else { continue };
@@ -55,6 +66,10 @@ impl Worker {
                 _ = changed(&mut self.health) => Event::Ready(self.ready()),
                 ((outcome, took), generation) = run(&mut attempt) => {
                     attempt = None;
+                    if self.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
+                        // The last attempt in flight: the fleet's cycle is over.
+                        crate::memory::hand_back(&self.fleet.metrics).await;
+                    }
                     if targets.has_changed().is_err() {
                         return;
                     }
@@ -76,10 +91,12 @@ impl Worker {
                     Action::Start(goal) => {
                         let target = latest.clone().expect("a goal comes with its target");
                         info!(cluster = %self.name, revision = %goal.revision, "reconciling");
+                        self.busy.fetch_add(1, Ordering::SeqCst);
                         attempt = Some((goal.generation, self.attempt(target)));
                     }
                     Action::Cancel => {
                         info!(cluster = %self.name, "attempt dropped: a newer target, the member not Ready, or the lease lost");
+                        self.busy.fetch_sub(1, Ordering::SeqCst);
                         attempt = None;
                     }
                 }
