@@ -36,7 +36,7 @@ impl Logged for Command {
 }
 
 /// The controller following `flotilla/fleet` on `gitea`, with previews.
-fn controller(gitea: &Gitea, members: &Members, dir: &Path, http: u16, ttl: &str) -> Running {
+fn controller(gitea: &Gitea, kubeconfig: &Path, dir: &Path, http: u16, ttl: &str) -> Running {
     let poll = if ttl == "168h" { "1h" } else { "3s" };
     let token = dir.join("token");
     std::fs::write(&token, &gitea.token).unwrap();
@@ -45,7 +45,7 @@ fn controller(gitea: &Gitea, members: &Members, dir: &Path, http: u16, ttl: &str
     Running(
         Command::new(env!("CARGO_BIN_EXE_flotilla"))
             .args(["run", "--insecure-allow-http", "--repo", &gitea.clone_url("fleet"), "--interval", "2"])
-            .args(["--kubeconfig", members.kubeconfig().to_str().unwrap(), "--listen", &format!("127.0.0.1:{http}")])
+            .args(["--kubeconfig", kubeconfig.to_str().unwrap(), "--listen", &format!("127.0.0.1:{http}")])
             .args(["--cache-dir", cache.to_str().unwrap(), "--writeback", "off"])
             .args(["--webhook-secret-file", dir.join("secret").to_str().unwrap()])
             .args([
@@ -141,7 +141,7 @@ async fn pull_requests_on_gitea_get_plans_statuses_and_previews() {
 
     let http = free_port();
     let state = tempfile::tempdir().unwrap();
-    let mut running = controller(&gitea, members, state.path(), http, "60s");
+    let mut running = controller(&gitea, members.kubeconfig(), state.path(), http, "60s");
     let hook = json!({
         "type": "gitea",
         "config": {"url": format!("http://127.0.0.1:{http}/webhook/pulls"), "content_type": "json", "secret": "hook-secret"},
@@ -253,7 +253,7 @@ async fn pull_requests_on_gitea_get_plans_statuses_and_previews() {
     drop(running);
     tokio::time::sleep(Duration::from_secs(60).saturating_sub(deployed.elapsed()) + Duration::from_secs(2)).await;
     assert!(deployment(members, "member1", &ttl_ns).await.is_some(), "nothing removes it while the controller is down");
-    running = controller(&gitea, members, state.path(), http, "60s");
+    running = controller(&gitea, members.kubeconfig(), state.path(), http, "60s");
     wait_for("the expired preview to go after the restart", Duration::from_secs(90), || async {
         deployment(members, "member1", &ttl_ns).await.is_none()
     })
@@ -280,7 +280,7 @@ async fn every_push_is_planned_from_its_webhook_alone() {
     let http = free_port();
     let state = tempfile::tempdir().unwrap();
     // Polling far apart, so every comment below comes from a webhook.
-    let _running = controller(&gitea, members, state.path(), http, "168h");
+    let _running = controller(&gitea, members.kubeconfig(), state.path(), http, "168h");
     let hook = json!({
         "type": "gitea",
         "config": {"url": format!("http://127.0.0.1:{http}/webhook/pulls"), "content_type": "json", "secret": "hook-secret"},
@@ -318,5 +318,71 @@ async fn every_push_is_planned_from_its_webhook_alone() {
         p(0.5),
         p(0.99),
         took[took.len() - 1]
+    );
+}
+
+/// The members' kubeconfig with `member`'s API server moved to a closed port (nothing
+/// listens there: every connection is refused).
+fn unreachable(kubeconfig: &Path, member: &str) -> tempfile::NamedTempFile {
+    let mut kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let closed = free_port();
+    let cluster = kc.clusters.iter_mut().find(|c| c.name == member).and_then(|c| c.cluster.as_mut()).unwrap();
+    cluster.server = Some(format!("https://127.0.0.1:{closed}"));
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), serde_json::to_vec(&kc).unwrap()).unwrap();
+    file
+}
+
+/// With one Push member unreachable, the controller is ready once the others are
+/// current, and a pull request still gets its plan comment and statuses: nothing
+/// fleet-wide waits on one member.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_member_unreachable_pull_requests_still_get_plans() {
+    let dedicated = Dedicated::start(3);
+    let members = &dedicated.0;
+    let gitea = Gitea::start().await;
+    gitea.api("POST", "user/repos", Some(json!({"name": "fleet", "default_branch": "main"}))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    assert!(Command::new("cp").arg("-r").arg(root().join("examples/repo")).arg(&work).status().unwrap().success());
+    git(&work, &["init", "-q", "-b", "main"]);
+    commit(&work, "the seed");
+    gitea.push(&work, "fleet", "HEAD", "main");
+
+    let kubeconfig = unreachable(members.kubeconfig(), "member2");
+    let (http, state) = (free_port(), tempfile::tempdir().unwrap());
+    let _running = controller(&gitea, kubeconfig.path(), state.path(), http, "60s");
+    let hook = json!({
+        "type": "gitea",
+        "config": {"url": format!("http://127.0.0.1:{http}/webhook/pulls"), "content_type": "json", "secret": "hook-secret"},
+        "events": ["pull_request", "pull_request_sync", "pull_request_label"],
+        "active": true,
+    });
+    gitea.api("POST", "repos/flotilla/fleet/hooks", Some(hook)).await;
+    let started = Instant::now();
+    wait_for("ready with member2 unreachable", Duration::from_secs(90), || async { ready(http) }).await;
+    let became_ready = started.elapsed();
+    let status: Value = serde_json::from_str(&crate::controller::http(http, "GET", "/status", &[], b"").1).unwrap();
+    assert_eq!(status["members"]["member1"]["state"], "current", "{status}");
+    assert_eq!(status["members"]["member2"]["state"], "failing", "{status}");
+    assert!(deployment(members, "member1", "default").await.is_some(), "main's nginx in member1");
+
+    scale(&work, 10);
+    git(&work, &["checkout", "-q", "-b", "scale"]);
+    let head = commit(&work, "ten replicas");
+    gitea.push(&work, "fleet", "HEAD", "scale");
+    let opened = Instant::now();
+    let number = open_pull(&gitea, "scale").await;
+    wait_for("the plan comment", Duration::from_secs(60), || async { !comments(&gitea, number).await.is_empty() })
+        .await;
+    let commented = opened.elapsed();
+    let comment = comments(&gitea, number).await.remove(0);
+    assert!(comment.contains("| ` member2 ` | 1 | 0 | 0 | ` Deployment default/nginx ` new (5) |"), "{comment}");
+    wait_for("the plan status", Duration::from_secs(30), || async {
+        statuses(&gitea, &head).await.iter().any(|(c, s, _)| c == "flotilla/plan" && s == "success")
+    })
+    .await;
+    eprintln!(
+        "member2 unreachable: ready after {became_ready:?}; plan comment {commented:?} after the pull request opened"
     );
 }
