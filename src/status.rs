@@ -77,7 +77,8 @@ pub struct MemberStatus {
     pub target: Option<String>,
     /// The revision last applied to it completely.
     pub applied: Option<String>,
-    /// `current`, `converging`, `failing`, `not contacted`, `standing by` or `idle`.
+    /// `current`, `incomplete` (applied, refused objects retried), `converging`,
+    /// `failing`, `not contacted`, `standing by` or `idle`.
     pub state: String,
     /// Failing since when (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,7 +119,7 @@ impl Status {
         };
         let decided = |name: &String| {
             self.members.get(name).is_some_and(|m| match m.state.as_str() {
-                "current" | "not contacted" => true,
+                "current" | "incomplete" | "not contacted" => true,
                 "failing" => m.failures >= SETTLED_AFTER_FAILURES,
                 _ => false,
             })
@@ -378,5 +379,13 @@ mod tests {
         s.fleet_ready = false;
         s.settle();
         assert!(!s.ready, "the fleet's half drops it");
+        // A revision applied with refused objects in every member: applied, and ready.
+        let mut t = Status { fleet_ready: true, ..Default::default() };
+        t.expect("r1".into(), &names);
+        for name in &names {
+            t.members.insert(name.clone(), member("r1", Some("r1"), "incomplete"));
+        }
+        t.settle();
+        assert!(t.ready && t.applied.as_deref() == Some("r1"), "refused objects hold neither: {t:?}");
     }
 }

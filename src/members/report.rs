@@ -75,6 +75,7 @@ pub(super) fn state(fleet: &Fleet, cluster: &str, state: &State) {
         Phase::Idle => ("idle", None, None),
         Phase::Current => ("current", None, None),
         Phase::Converging => ("converging", None, None),
+        Phase::Incomplete { since, reason } => ("incomplete", Some(wall(since)), Some(reason)),
         Phase::Failing { since, reason } => ("failing", Some(wall(since)), Some(reason)),
         Phase::NotContacted => ("not contacted", None, Some("the member is not Ready".to_owned())),
         Phase::StandingBy => ("standing by", None, Some("another instance leads".to_owned())),

@@ -11,8 +11,10 @@
 //! | the lease is lost or gained   | cancel the attempt in flight; forget the target: a new    |
 //! |                               | leader applies what it publishes from a fresh fetch       |
 //! | an attempt ends, complete     | the target is applied; no retry                           |
-//! | an attempt ends, failed or    | retry after a backoff of 1, 2, 4 … 60 s (capped), as long |
-//! | with objects that failed      | as the target stands                                      |
+//! | an attempt ends, objects      | the target is applied (the revision is there), and the    |
+//! | refused (a kind not served)   | refused objects are retried after the backoff             |
+//! | an attempt fails              | retry after a backoff of 1, 2, 4 … 60 s (capped), as long |
+//! |                               | as the target stands                                      |
 //! | the clock passes a retry time | start again                                               |
 //!
 //! Invariants (property-tested): at most one attempt in flight; nothing is started
@@ -44,6 +46,13 @@ pub enum Phase {
     Current,
     /// An attempt at the newest target is in flight (and none has failed yet).
     Converging,
+    /// The newest target is applied, but objects the member refused are retried.
+    Incomplete {
+        /// When the first refusal at this target happened.
+        since: Instant,
+        /// The last attempt's reason.
+        reason: String,
+    },
     /// Attempts at the newest target failed; the next is due at the retry time.
     Failing {
         /// When the first failure at this target happened.
@@ -64,6 +73,8 @@ pub struct State {
     /// The generation of the attempt in flight.
     running: Option<u64>,
     applied: Option<Goal>,
+    /// Objects of the applied target were refused: retried.
+    incomplete: bool,
     ready: bool,
     leading: bool,
     /// Consecutive failed attempts at the current target.
@@ -82,9 +93,20 @@ pub enum Event {
     /// Whether this instance leads.
     Leading(bool),
     /// The attempt at `generation` ended.
-    Finished { generation: u64, result: Result<(), String>, now: Instant },
+    Finished { generation: u64, result: Attempted, now: Instant },
     /// Time passed (a retry may be due).
     Tick(Instant),
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempted {
+    /// Everything applied.
+    Applied,
+    /// The member was reconciled, but refused some objects (why).
+    Partly(String),
+    /// The member could not be reconciled (why).
+    Failed(String),
 }
 
 /// What to do.
@@ -109,6 +131,7 @@ impl State {
             target: None,
             running: None,
             applied: None,
+            incomplete: false,
             ready: true,
             leading: false,
             failures: 0,
@@ -150,6 +173,10 @@ impl State {
             (_, false, _) => Phase::NotContacted,
             (_, _, None) => Phase::Idle,
             _ if !self.wants_work() => Phase::Current,
+            _ if self.incomplete && self.applied == self.target => {
+                let (since, reason) = self.failing.clone().expect("refusals are recorded");
+                Phase::Incomplete { since, reason }
+            }
             _ => match &self.failing {
                 Some((since, reason)) => Phase::Failing { since: *since, reason: reason.clone() },
                 None => Phase::Converging,
@@ -157,9 +184,10 @@ impl State {
         }
     }
 
-    /// A target that is not applied yet.
+    /// A target that is not applied yet, or applied with refused objects.
     fn wants_work(&self) -> bool {
         self.target.is_some_and(|t| self.applied.is_none_or(|a| a.generation < t.generation))
+            || (self.incomplete && self.applied == self.target)
     }
 
     /// Takes one event; returns what to do.
@@ -172,7 +200,7 @@ impl State {
                 }
                 self.target = Some(goal);
                 // A new target preempts the retries of the old one.
-                (self.failures, self.retry_at, self.failing) = (0, None, None);
+                (self.failures, self.retry_at, self.failing, self.incomplete) = (0, None, None, false);
                 self.cancel(&mut actions);
                 None
             }
@@ -193,6 +221,7 @@ impl State {
                 // a fresh fetch: a target kept from before may be older than what
                 // another leader applied meanwhile.
                 (self.applied, self.retry_at, self.failing, self.failures) = (None, None, None, 0);
+                self.incomplete = false;
                 if !leading {
                     self.target = None;
                 }
@@ -218,23 +247,35 @@ impl State {
         }
     }
 
-    fn finished(&mut self, generation: u64, result: Result<(), String>, now: Instant) {
-        let goal = self.target.filter(|t| t.generation == generation);
-        match (result, goal) {
-            (Ok(()), Some(goal)) => {
-                if self.applied.is_none_or(|a| a.generation < goal.generation) {
-                    self.applied = Some(goal);
-                }
-                (self.failures, self.retry_at, self.failing) = (0, None, None);
-            }
-            (Err(reason), Some(_)) => {
-                self.failures = self.failures.saturating_add(1);
-                self.retry_at = Some(now + backoff(self.failures));
-                let since = self.failing.as_ref().map_or(now, |(since, _)| *since);
-                self.failing = Some((since, reason));
-            }
+    fn finished(&mut self, generation: u64, result: Attempted, now: Instant) {
+        let Some(goal) = self.target.filter(|t| t.generation == generation) else {
             // An attempt at a target since replaced: its outcome decides nothing.
-            (_, None) => {}
+            return;
+        };
+        let reason = match result {
+            Attempted::Applied => {
+                self.apply(goal);
+                (self.failures, self.retry_at, self.failing, self.incomplete) = (0, None, None, false);
+                return;
+            }
+            Attempted::Partly(reason) => {
+                // The revision is there: applied, with the refused objects retried.
+                self.apply(goal);
+                self.incomplete = true;
+                reason
+            }
+            Attempted::Failed(reason) => reason,
+        };
+        self.failures = self.failures.saturating_add(1);
+        self.retry_at = Some(now + backoff(self.failures));
+        let since = self.failing.as_ref().map_or(now, |(since, _)| *since);
+        self.failing = Some((since, reason));
+    }
+
+    /// `goal` is applied, unless a newer one already is.
+    fn apply(&mut self, goal: Goal) {
+        if self.applied.is_none_or(|a| a.generation < goal.generation) {
+            self.applied = Some(goal);
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 use tracing::info;
 
-use super::step::{Action, Event, State};
+use super::step::{Action, Attempted, Event, State};
 use super::{Fleet, Target};
 use crate::clusters;
 
@@ -73,15 +73,14 @@ impl Worker {
                     if targets.has_changed().is_err() {
                         return;
                     }
-                    let result = outcome.as_ref().map(|r| r.failed.is_empty()).map_err(String::clone);
+                    let result = match &outcome {
+                        Ok(report) if report.failed.is_empty() => Attempted::Applied,
+                        Ok(report) => Attempted::Partly(format!("{} objects refused (see its line)", report.failed.len())),
+                        Err(e) => Attempted::Failed(e.clone()),
+                    };
                     if let Some(target) = latest.as_ref().filter(|t| t.goal.generation == generation) {
                         super::report::attempted(&self.fleet, &self.name, target, outcome, took);
                     }
-                    let result = match result {
-                        Ok(true) => Ok(()),
-                        Ok(false) => Err("objects failed (see the cluster's line)".to_owned()),
-                        Err(e) => Err(e),
-                    };
                     Event::Finished { generation, result, now: Instant::now() }
                 }
                 _ = sleep_until(retry_at), if retry_at.is_some() => Event::Tick(Instant::now()),

@@ -24,7 +24,7 @@ fn started(t0: Instant) -> State {
 fn a_target_is_applied_once_and_the_member_is_current() {
     let t0 = Instant::now();
     let mut s = started(t0);
-    assert!(s.step(Event::Finished { generation: 1, result: Ok(()), now: t0 }).is_empty());
+    assert!(s.step(Event::Finished { generation: 1, result: Attempted::Applied, now: t0 }).is_empty());
     assert_eq!((s.applied(), s.phase()), (Some(goal(1)), Phase::Current));
     assert!(s.step(Event::Tick(t0 + Duration::from_secs(600))).is_empty(), "nothing more to do");
 }
@@ -35,10 +35,10 @@ fn a_new_target_preempts_the_attempt_and_the_retries_of_the_old_one() {
     let mut s = started(t0);
     // Stuck on 1: a new target cancels the attempt in flight and starts at once.
     assert_eq!(s.step(Event::Target(goal(2))), [Action::Cancel, Action::Start(goal(2))]);
-    assert!(s.step(Event::Finished { generation: 1, result: Ok(()), now: t0 }).is_empty(), "a stale end");
+    assert!(s.step(Event::Finished { generation: 1, result: Attempted::Applied, now: t0 }).is_empty(), "a stale end");
     assert_eq!(s.applied(), None, "1 was cancelled, not applied");
     // Failing on 2, waiting out a backoff: 3 does not wait for it.
-    s.step(Event::Finished { generation: 2, result: Err("timed out".into()), now: t0 });
+    s.step(Event::Finished { generation: 2, result: Attempted::Failed("timed out".into()), now: t0 });
     assert!(s.retry_at().is_some());
     assert_eq!(s.step(Event::Target(goal(3))), [Action::Start(goal(3))]);
 }
@@ -49,7 +49,7 @@ fn failures_back_off_up_to_a_cap_and_say_since_when() {
     let mut s = started(t0);
     let mut now = t0;
     for (attempt, wait) in [1u64, 2, 4, 8, 16, 32, 60, 60].into_iter().enumerate() {
-        s.step(Event::Finished { generation: 1, result: Err(format!("refused {attempt}")), now });
+        s.step(Event::Finished { generation: 1, result: Attempted::Failed(format!("refused {attempt}")), now });
         assert_eq!(s.retry_at(), Some(now + Duration::from_secs(wait)), "after {} failures", attempt + 1);
         assert!(s.step(Event::Tick(now + Duration::from_secs(wait) - Duration::from_millis(1))).is_empty());
         now += Duration::from_secs(wait);
@@ -59,6 +59,20 @@ fn failures_back_off_up_to_a_cap_and_say_since_when() {
         Phase::Failing { since, reason } => assert_eq!((since, reason.as_str()), (t0, "refused 7")),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn refused_objects_leave_the_revision_applied_and_are_retried() {
+    let t0 = Instant::now();
+    let mut s = started(t0);
+    let refused = Attempted::Partly("1 object failed".into());
+    assert!(s.step(Event::Finished { generation: 1, result: refused, now: t0 }).is_empty());
+    assert_eq!(s.applied(), Some(goal(1)), "the revision is there");
+    assert!(matches!(s.phase(), Phase::Incomplete { .. }), "{:?}", s.phase());
+    assert_eq!(s.step(Event::Tick(t0 + Duration::from_secs(1))), [Action::Start(goal(1))], "retried");
+    s.step(Event::Finished { generation: 1, result: Attempted::Applied, now: t0 + Duration::from_secs(2) });
+    assert_eq!(s.phase(), Phase::Current);
+    assert!(s.step(Event::Tick(t0 + Duration::from_secs(600))).is_empty());
 }
 
 #[test]
@@ -76,7 +90,7 @@ fn a_member_not_ready_is_not_contacted_and_is_tried_at_once_when_back() {
 fn without_the_lease_nothing_is_written_and_a_new_leader_applies_afresh() {
     let t0 = Instant::now();
     let mut s = started(t0);
-    s.step(Event::Finished { generation: 1, result: Ok(()), now: t0 });
+    s.step(Event::Finished { generation: 1, result: Attempted::Applied, now: t0 });
     assert!(s.step(Event::Leading(false)).is_empty());
     assert_eq!(s.phase(), Phase::StandingBy);
     assert!(s.step(Event::Leading(true)).is_empty(), "the old target is not applied again: it may be stale");
@@ -89,9 +103,11 @@ enum Step {
     Publish,
     Ready(bool),
     Leading(bool),
-    /// The attempt in flight ends (ok or not); or a stale end of an older generation.
+    /// The attempt in flight ends (ok, partly, or not); or a stale end of an older
+    /// generation.
     End {
         ok: bool,
+        partly: bool,
         stale: bool,
     },
     Wait(u64),
@@ -102,7 +118,8 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
         3 => Just(Step::Publish),
         1 => any::<bool>().prop_map(Step::Ready),
         1 => any::<bool>().prop_map(Step::Leading),
-        4 => (any::<bool>(), proptest::bool::weighted(0.1)).prop_map(|(ok, stale)| Step::End { ok, stale }),
+        4 => (any::<bool>(), proptest::bool::weighted(0.2), proptest::bool::weighted(0.1))
+            .prop_map(|(ok, partly, stale)| Step::End { ok, partly, stale }),
         3 => (0u64..90).prop_map(Step::Wait),
     ];
     proptest::collection::vec(step, 1..80)
@@ -136,12 +153,17 @@ proptest! {
                     targeted &= l;
                     Event::Leading(l)
                 }
-                Step::End { ok, stale } => {
+                Step::End { ok, partly, stale } => {
                     let generation = match (in_flight, stale) {
                         (Some(g), false) => g,
                         _ => published.saturating_sub(1),
                     };
-                    Event::Finished { generation, result: if ok { Ok(()) } else { Err("failed".into()) }, now }
+                    let result = match (ok, partly) {
+                        (true, false) => Attempted::Applied,
+                        (true, true) => Attempted::Partly("an object refused".into()),
+                        (false, _) => Attempted::Failed("failed".into()),
+                    };
+                    Event::Finished { generation, result, now }
                 }
                 Step::Wait(secs) => { now += Duration::from_secs(secs); Event::Tick(now) }
             };
