@@ -73,15 +73,7 @@ impl Worker {
                     if targets.has_changed().is_err() {
                         return;
                     }
-                    let result = match &outcome {
-                        Ok(report) if report.failed.is_empty() => Attempted::Applied,
-                        Ok(report) => Attempted::Partly(format!("{} objects refused (see its line)", report.failed.len())),
-                        Err(e) => Attempted::Failed(e.clone()),
-                    };
-                    if let Some(target) = latest.as_ref().filter(|t| t.goal.generation == generation) {
-                        super::report::attempted(&self.fleet, &self.name, target, outcome, took);
-                    }
-                    Event::Finished { generation, result, now: Instant::now() }
+                    self.ended(latest.as_deref().filter(|t| t.goal.generation == generation), outcome, took, generation)
                 }
                 _ = sleep_until(retry_at), if retry_at.is_some() => Event::Tick(Instant::now()),
             };
@@ -102,6 +94,25 @@ impl Worker {
             }
             super::report::state(&self.fleet, &self.name, &state);
         }
+    }
+
+    /// An attempt's end as an event, recorded when it was at the newest target.
+    fn ended(
+        &self,
+        newest: Option<&Target>,
+        outcome: clusters::Outcome,
+        took: std::time::Duration,
+        generation: u64,
+    ) -> Event {
+        let result = match &outcome {
+            Ok(report) if report.failed.is_empty() => Attempted::Applied,
+            Ok(report) => Attempted::Partly(format!("{} objects refused (see its line)", report.failed.len())),
+            Err(e) => Attempted::Failed(e.clone()),
+        };
+        if let Some(target) = newest {
+            super::report::attempted(&self.fleet, &self.name, target, outcome, took);
+        }
+        Event::Finished { generation, result, now: Instant::now() }
     }
 
     /// Whether the failover loop holds the member Ready (no health taint); without the

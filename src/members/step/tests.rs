@@ -113,6 +113,63 @@ enum Step {
     Wait(u64),
 }
 
+/// What the harness knows of the member: what it published, the lease and health it
+/// reported, the attempt in flight (from the actions), and the clock.
+#[derive(Debug, Clone, Copy)]
+struct Harness {
+    published: u64,
+    leading: bool,
+    ready: bool,
+    /// Whether a target was published since the lease was last lost.
+    targeted: bool,
+    in_flight: Option<u64>,
+    now: Instant,
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Self { published: 0, leading: false, ready: true, targeted: false, in_flight: None, now: Instant::now() }
+    }
+}
+
+impl Harness {
+    /// The event a step makes, as the worker would see it.
+    fn event(&mut self, step: Step) -> Event {
+        match step {
+            Step::Publish => {
+                self.published += 1;
+                self.targeted = true;
+                Event::Target(goal(self.published))
+            }
+            Step::Ready(r) => {
+                self.ready = r;
+                Event::Ready(r)
+            }
+            Step::Leading(l) => {
+                self.leading = l;
+                self.targeted &= l;
+                Event::Leading(l)
+            }
+            Step::End { ok, partly, stale } => {
+                let generation = match (self.in_flight, stale) {
+                    (Some(g), false) => g,
+                    _ => self.published.saturating_sub(1),
+                };
+                let result = match (ok, partly) {
+                    (true, false) => Attempted::Applied,
+                    (true, true) => Attempted::Partly("an object refused".into()),
+                    (false, _) => Attempted::Failed("failed".into()),
+                };
+                Event::Finished { generation, result, now: self.now }
+            }
+            Step::Wait(secs) => {
+                self.now += Duration::from_secs(secs);
+                Event::Tick(self.now)
+            }
+        }
+    }
+}
+
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     let step = prop_oneof![
         3 => Just(Step::Publish),
@@ -133,63 +190,38 @@ proptest! {
     /// on its newest target.
     #[test]
     fn a_member_converges_on_its_newest_target_and_keeps_its_invariants(steps in steps()) {
-        let t0 = Instant::now();
-        let (mut s, mut now, mut published) = (State::new(), t0, 0u64);
-        let (mut leading, mut ready) = (false, true);
-        // Whether a target was published since the lease was last lost.
-        let mut targeted = false;
-        let mut in_flight: Option<u64> = None;
+        let mut s = State::new();
+        let mut harness = Harness::default();
         let mut highest_applied = 0u64;
         for step in steps {
-            let event = match step {
-                Step::Publish => {
-                    published += 1;
-                    targeted = true;
-                    Event::Target(goal(published))
-                }
-                Step::Ready(r) => { ready = r; Event::Ready(r) }
-                Step::Leading(l) => {
-                    leading = l;
-                    targeted &= l;
-                    Event::Leading(l)
-                }
-                Step::End { ok, partly, stale } => {
-                    let generation = match (in_flight, stale) {
-                        (Some(g), false) => g,
-                        _ => published.saturating_sub(1),
-                    };
-                    let result = match (ok, partly) {
-                        (true, false) => Attempted::Applied,
-                        (true, true) => Attempted::Partly("an object refused".into()),
-                        (false, _) => Attempted::Failed("failed".into()),
-                    };
-                    Event::Finished { generation, result, now }
-                }
-                Step::Wait(secs) => { now += Duration::from_secs(secs); Event::Tick(now) }
-            };
-            let ended = matches!(&event, Event::Finished { generation, .. } if Some(*generation) == in_flight);
-            if ended { in_flight = None; }
+            let event = harness.event(step);
+            let ended = matches!(&event, Event::Finished { generation, .. } if Some(*generation) == harness.in_flight);
+            if ended {
+                harness.in_flight = None;
+            }
+            let Harness { published, leading, ready, targeted, .. } = harness;
             for action in s.step(event) {
                 match action {
                     Action::Start(g) => {
-                        prop_assert!(in_flight.is_none(), "two attempts at once");
+                        prop_assert!(harness.in_flight.is_none(), "two attempts at once");
                         prop_assert!(leading && ready, "started without the lease or while not Ready");
                         prop_assert_eq!(g.generation, published, "an attempt at an old target");
                         prop_assert!(targeted, "a target kept from before the lease was lost");
-                        in_flight = Some(g.generation);
+                        harness.in_flight = Some(g.generation);
                     }
                     Action::Cancel => {
-                        prop_assert!(in_flight.take().is_some(), "cancelled nothing");
+                        prop_assert!(harness.in_flight.take().is_some(), "cancelled nothing");
                     }
                 }
             }
-            prop_assert_eq!(s.running(), in_flight.is_some());
+            prop_assert_eq!(s.running(), harness.in_flight.is_some());
             if let Some(applied) = s.applied() {
                 prop_assert!(applied.generation >= highest_applied, "an older target applied after a newer");
                 highest_applied = applied.generation;
             }
         }
         // Liveness: a Ready member under a leader, with time enough, works on the newest target.
+        let Harness { published, leading, ready, targeted, in_flight, now } = harness;
         if leading && ready && targeted && s.applied().map(|a| a.generation) != Some(published) {
             let actions = s.step(Event::Tick(now + MAX_BACKOFF));
             let working = in_flight == Some(published) || actions == [Action::Start(goal(published))];
