@@ -150,31 +150,13 @@ fn slow_proxy(upstream: std::net::SocketAddr, delay: Duration, slow: Arc<AtomicB
     port
 }
 
-/// Where `member`'s API server listens, by the members' kubeconfig.
-fn server_of(kubeconfig: &std::path::Path, member: &str) -> std::net::SocketAddr {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let server = kc.clusters.iter().find(|c| c.name == member).and_then(|c| c.cluster.clone()).unwrap().server;
-    server.unwrap().trim_start_matches("https://").trim_end_matches('/').parse().unwrap()
-}
-
-/// The members' kubeconfig with `member`'s API server reached through `port` on
-/// 127.0.0.1 (its certificate names 127.0.0.1, whatever the port).
-fn through_proxy(kubeconfig: &std::path::Path, member: &str, port: u16) -> tempfile::NamedTempFile {
-    let mut kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let cluster = kc.clusters.iter_mut().find(|c| c.name == member).and_then(|c| c.cluster.as_mut()).unwrap();
-    cluster.server = Some(format!("https://127.0.0.1:{port}"));
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), serde_json::to_vec(&kc).unwrap()).unwrap();
-    file
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_member_that_answers_late_never_delays_the_others() {
     let dedicated = Dedicated::start(3);
     let members = &dedicated.0;
     let slow = Arc::new(AtomicBool::new(false));
-    let proxy = slow_proxy(server_of(members.kubeconfig(), "member2"), Duration::from_secs(20), slow.clone());
-    let kubeconfig = through_proxy(members.kubeconfig(), "member2", proxy);
+    let proxy = slow_proxy(members.server("member2"), Duration::from_secs(20), slow.clone());
+    let kubeconfig = members.kubeconfig_with("member2", proxy);
     let repo = serve(&revision(0));
     let (_controller, _port, _cache) = converged(members, &repo, kubeconfig.path(), "late").await;
     slow.store(true, Ordering::SeqCst);

@@ -73,6 +73,26 @@ impl Members {
         &self.kubeconfig
     }
 
+    /// Where `member`'s API server listens.
+    pub fn server(&self, member: &str) -> std::net::SocketAddr {
+        let kc = Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        let cluster = kc.clusters.iter().find(|c| c.name == member).and_then(|c| c.cluster.clone());
+        let server = cluster.and_then(|c| c.server).expect("the member's server");
+        server.trim_start_matches("https://").trim_end_matches('/').parse().expect("host:port")
+    }
+
+    /// This kubeconfig with `member`'s API server reached at `port` on 127.0.0.1 instead
+    /// (its certificate names 127.0.0.1, whatever the port): through a proxy, or at a
+    /// port nothing listens on.
+    pub fn kubeconfig_with(&self, member: &str, port: u16) -> tempfile::NamedTempFile {
+        let mut kc = Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        let cluster = kc.clusters.iter_mut().find(|c| c.name == member).and_then(|c| c.cluster.as_mut());
+        cluster.expect("the member's cluster").server = Some(format!("https://127.0.0.1:{port}"));
+        let file = tempfile::NamedTempFile::new().expect("a temporary file");
+        std::fs::write(file.path(), serde_json::to_vec(&kc).expect("kubeconfigs serialise")).expect("written");
+        file
+    }
+
     /// Write requests (create, update, patch, delete) by the admin user recorded in the
     /// members' audit logs that `filter` accepts (it sees each audit event).
     pub fn writes(&self, filter: impl Fn(&serde_json::Value) -> bool) -> usize {

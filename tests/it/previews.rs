@@ -63,6 +63,30 @@ fn controller(gitea: &Gitea, kubeconfig: &Path, dir: &Path, http: u16, ttl: &str
     )
 }
 
+/// `flotilla/fleet` on `gitea` holding the seed repository (examples/repo) on `main`:
+/// the temporary directory, the working clone in it, and the seed's commit.
+async fn seed(gitea: &Gitea) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    gitea.api("POST", "user/repos", Some(json!({"name": "fleet", "default_branch": "main"}))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    assert!(Command::new("cp").arg("-r").arg(root().join("examples/repo")).arg(&work).status().unwrap().success());
+    git(&work, &["init", "-q", "-b", "main"]);
+    let main = commit(&work, "the seed");
+    gitea.push(&work, "fleet", "HEAD", "main");
+    (dir, work, main)
+}
+
+/// Gitea's webhook for `events` to the controller listening on `http`.
+async fn hook(gitea: &Gitea, http: u16, events: &[&str]) {
+    let hook = json!({
+        "type": "gitea",
+        "config": {"url": format!("http://127.0.0.1:{http}/webhook/pulls"), "content_type": "json", "secret": "hook-secret"},
+        "events": events,
+        "active": true,
+    });
+    gitea.api("POST", "repos/flotilla/fleet/hooks", Some(hook)).await;
+}
+
 /// flotilla's comments on pull request `number`.
 async fn comments(gitea: &Gitea, number: u64) -> Vec<String> {
     let all = gitea.api("GET", &format!("repos/flotilla/fleet/issues/{number}/comments"), None).await;
@@ -126,29 +150,17 @@ async fn pull_requests_on_gitea_get_plans_statuses_and_previews() {
     let dedicated = Dedicated::start(3);
     let members = &dedicated.0;
     let gitea = Gitea::start().await;
-    gitea.api("POST", "user/repos", Some(json!({"name": "fleet", "default_branch": "main"}))).await;
+    let (_dir, work, main) = seed(&gitea).await;
     let preview_label = gitea
         .api("POST", "repos/flotilla/fleet/labels", Some(json!({"name": "preview", "color": "#00aabb"})))
         .await["id"]
         .as_u64()
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    assert!(Command::new("cp").arg("-r").arg(root().join("examples/repo")).arg(&work).status().unwrap().success());
-    git(&work, &["init", "-q", "-b", "main"]);
-    let main = commit(&work, "the seed");
-    gitea.push(&work, "fleet", "HEAD", "main");
 
     let http = free_port();
     let state = tempfile::tempdir().unwrap();
     let mut running = controller(&gitea, members.kubeconfig(), state.path(), http, "60s");
-    let hook = json!({
-        "type": "gitea",
-        "config": {"url": format!("http://127.0.0.1:{http}/webhook/pulls"), "content_type": "json", "secret": "hook-secret"},
-        "events": ["pull_request", "pull_request_sync", "pull_request_label"],
-        "active": true,
-    });
-    gitea.api("POST", "repos/flotilla/fleet/hooks", Some(hook)).await;
+    hook(&gitea, http, &["pull_request", "pull_request_sync", "pull_request_label"]).await;
     wait_for("main to apply", Duration::from_secs(120), || async { ready(http) }).await;
     let production = deployment(members, "member1", "default").await.expect("main's nginx in member1");
     let production_generation = production.metadata.generation;
@@ -270,24 +282,12 @@ async fn every_push_is_planned_from_its_webhook_alone() {
     let dedicated = Dedicated::start(3);
     let members = &dedicated.0;
     let gitea = Gitea::start().await;
-    gitea.api("POST", "user/repos", Some(json!({"name": "fleet", "default_branch": "main"}))).await;
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    assert!(Command::new("cp").arg("-r").arg(root().join("examples/repo")).arg(&work).status().unwrap().success());
-    git(&work, &["init", "-q", "-b", "main"]);
-    commit(&work, "the seed");
-    gitea.push(&work, "fleet", "HEAD", "main");
+    let (_dir, work, _) = seed(&gitea).await;
     let http = free_port();
     let state = tempfile::tempdir().unwrap();
     // Polling far apart, so every comment below comes from a webhook.
     let _running = controller(&gitea, members.kubeconfig(), state.path(), http, "168h");
-    let hook = json!({
-        "type": "gitea",
-        "config": {"url": format!("http://127.0.0.1:{http}/webhook/pulls"), "content_type": "json", "secret": "hook-secret"},
-        "events": ["pull_request", "pull_request_sync"],
-        "active": true,
-    });
-    gitea.api("POST", "repos/flotilla/fleet/hooks", Some(hook)).await;
+    hook(&gitea, http, &["pull_request", "pull_request_sync"]).await;
     wait_for("main to apply", Duration::from_secs(120), || async { ready(http) }).await;
     scale(&work, 2);
     let first = commit(&work, "2");
@@ -321,18 +321,6 @@ async fn every_push_is_planned_from_its_webhook_alone() {
     );
 }
 
-/// The members' kubeconfig with `member`'s API server moved to a closed port (nothing
-/// listens there: every connection is refused).
-fn unreachable(kubeconfig: &Path, member: &str) -> tempfile::NamedTempFile {
-    let mut kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let closed = free_port();
-    let cluster = kc.clusters.iter_mut().find(|c| c.name == member).and_then(|c| c.cluster.as_mut()).unwrap();
-    cluster.server = Some(format!("https://127.0.0.1:{closed}"));
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), serde_json::to_vec(&kc).unwrap()).unwrap();
-    file
-}
-
 /// With one Push member unreachable, the controller is ready once the others are
 /// current, and a pull request still gets its plan comment and statuses: nothing
 /// fleet-wide waits on one member.
@@ -341,24 +329,13 @@ async fn with_a_member_unreachable_pull_requests_still_get_plans() {
     let dedicated = Dedicated::start(3);
     let members = &dedicated.0;
     let gitea = Gitea::start().await;
-    gitea.api("POST", "user/repos", Some(json!({"name": "fleet", "default_branch": "main"}))).await;
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    assert!(Command::new("cp").arg("-r").arg(root().join("examples/repo")).arg(&work).status().unwrap().success());
-    git(&work, &["init", "-q", "-b", "main"]);
-    commit(&work, "the seed");
-    gitea.push(&work, "fleet", "HEAD", "main");
+    let (_dir, work, _) = seed(&gitea).await;
 
-    let kubeconfig = unreachable(members.kubeconfig(), "member2");
+    // A port that was free a moment ago: nothing listens there, every connection is refused.
+    let kubeconfig = members.kubeconfig_with("member2", free_port());
     let (http, state) = (free_port(), tempfile::tempdir().unwrap());
     let _running = controller(&gitea, kubeconfig.path(), state.path(), http, "60s");
-    let hook = json!({
-        "type": "gitea",
-        "config": {"url": format!("http://127.0.0.1:{http}/webhook/pulls"), "content_type": "json", "secret": "hook-secret"},
-        "events": ["pull_request", "pull_request_sync", "pull_request_label"],
-        "active": true,
-    });
-    gitea.api("POST", "repos/flotilla/fleet/hooks", Some(hook)).await;
+    hook(&gitea, http, &["pull_request", "pull_request_sync", "pull_request_label"]).await;
     let started = Instant::now();
     wait_for("ready with member2 unreachable", Duration::from_secs(90), || async { ready(http) }).await;
     let became_ready = started.elapsed();
