@@ -14,10 +14,19 @@ pub fn write_yaml(plan: &Plan, view: &PlanView<'_>, out: &mut dyn Write) -> anyh
     for (cluster, items) in view.clusters() {
         for item in items {
             let manifest = plan.manifest(item)?;
-            write!(out, "---\n# cluster: {cluster}\n{}", to_yaml(&manifest)?)?;
+            write!(out, "---\n# cluster: {cluster}\n{}{}", suspended(item), to_yaml(&manifest)?)?;
         }
     }
     Ok(())
+}
+
+/// A comment line for an object its policy holds back (`suspension.dispatching`, or
+/// `dispatchingOnClusters` naming this cluster): rendered, and not applied.
+fn suspended(item: &flotilla_core::model::plan::Rendered) -> &'static str {
+    match item.suspended {
+        true => "# suspended: its policy suspends dispatching here; apply leaves it as it is in the member\n",
+        false => "",
+    }
 }
 
 fn to_yaml(manifest: &Value) -> anyhow::Result<String> {
@@ -78,7 +87,7 @@ pub fn write_dir(plan: &Plan, view: &PlanView<'_>, dir: &Path) -> anyhow::Result
             }
             std::fs::create_dir_all(file.parent().expect("has a parent"))
                 .with_context(|| format!("cannot create {}", base.display()))?;
-            std::fs::write(&file, to_yaml(&plan.manifest(item)?)?)
+            std::fs::write(&file, format!("{}{}", suspended(item), to_yaml(&plan.manifest(item)?)?))
                 .with_context(|| format!("cannot write {}", file.display()))?;
         }
     }

@@ -22,6 +22,8 @@ pub struct Renderer {
     pub cache: Arc<Mutex<ParseCache>>,
     /// What the instance may touch; `None`: everything.
     pub scope: Option<Arc<Project>>,
+    /// What the repository may declare.
+    pub admission: flotilla_core::load::Admission,
 }
 
 impl Renderer {
@@ -35,11 +37,12 @@ impl Renderer {
                 branch.read(revision, &prefix, &Limits::default(), &cache)
             })
             .await??;
-        let (cache, scope) = (self.cache.clone(), self.scope.clone());
+        let (cache, scope, admission) = (self.cache.clone(), self.scope.clone(), self.admission);
         tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {
             let limits = Limits::default();
             let mut cache = cache.lock().expect("parse cache lock");
             let loaded = flotilla_core::load::load_cached(&files, &mut cache, &limits)?;
+            admission.check(&loaded)?;
             let plan = flotilla_core::plan_loaded(loaded, files.revision, &state);
             Ok(match scope {
                 Some(project) => flotilla_core::project::restrict(plan, &project),

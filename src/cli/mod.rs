@@ -192,6 +192,18 @@ pub struct SourceArgs {
     /// control of every member.
     #[arg(long, value_name = "FILE", env = "FLOTILLA_SCOPE")]
     pub scope: Option<PathBuf>,
+    /// Admit NoExecute taints in ClusterTaintPolicies (Karmada's webhook flag of the same
+    /// name; refused by default: such a taint evicts every workload that does not
+    /// tolerate it). A revision that declares one without this does not load.
+    #[arg(long, env = "FLOTILLA_ALLOW_NO_EXECUTE_TAINT_POLICY")]
+    pub allow_no_execute_taint_policy: bool,
+}
+
+impl SourceArgs {
+    /// What the repository may declare.
+    pub fn admission(&self) -> flotilla_core::load::Admission {
+        flotilla_core::load::Admission { allow_no_execute_taint_policy: self.allow_no_execute_taint_policy }
+    }
 }
 
 /// `flotilla render`.
@@ -237,6 +249,11 @@ pub struct DiffArgs {
     /// Render both revisions within this scope (see `flotilla apply --help`).
     #[arg(long, value_name = "FILE")]
     pub scope: Option<PathBuf>,
+    /// Admit NoExecute taints in ClusterTaintPolicies (Karmada's webhook flag of the same
+    /// name; refused by default: such a taint evicts every workload that does not
+    /// tolerate it). A revision that declares one without this does not load.
+    #[arg(long, env = "FLOTILLA_ALLOW_NO_EXECUTE_TAINT_POLICY")]
+    pub allow_no_execute_taint_policy: bool,
     /// Also write the whole diff as JSON here (a markdown comment that runs over its
     /// budget points to it).
     #[arg(long, value_name = "FILE")]
@@ -303,61 +320,8 @@ fn instance_name(value: &str) -> Result<String, String> {
     if ok { Ok(value.to_owned()) } else { Err("must be lowercase letters, digits and '-', at most 40".into()) }
 }
 
-/// A duration as Kubernetes tools write them (Go's `time.ParseDuration`): a sequence of
-/// decimal numbers with units `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`, such as `30s`,
-/// `1.5h` or `2h45m`. A bare number is seconds, as these flags took before.
+/// A duration as Kubernetes tools write them (Go's `time.ParseDuration`): `30s`,
+/// `1.5h`, `2h45m`; a bare number is seconds, as these flags took before.
 pub fn duration(text: &str) -> Result<Duration, String> {
-    let invalid = || format!("invalid duration {text:?}: use a number of seconds or units like 30s, 5m, 1h30m");
-    if let Ok(seconds) = text.parse::<u64>() {
-        return Ok(Duration::from_secs(seconds));
-    }
-    if text.is_empty() {
-        return Err(invalid());
-    }
-    let mut rest = text;
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(invalid)?;
-        let number: f64 = rest[..number_end].parse().map_err(|_| invalid())?;
-        rest = &rest[number_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(invalid()),
-        };
-        total += number * scale;
-        rest = &rest[unit_end..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| invalid())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_as_kubernetes_tools_write_them() {
-        let ok = [
-            ("30", 30_000),
-            ("2s", 2_000),
-            ("500ms", 500),
-            ("5m", 300_000),
-            ("1h", 3_600_000),
-            ("1h30m", 5_400_000),
-            ("1.5h", 5_400_000),
-            ("2m3.5s", 123_500),
-            ("0", 0),
-        ];
-        for (text, millis) in ok {
-            assert_eq!(duration(text), Ok(Duration::from_millis(millis)), "{text}");
-        }
-        for bad in ["", "s", "5x", "-1s", "1h-", "5 m", "1..5s", "1e3s"] {
-            assert!(duration(bad).is_err(), "{bad} should be refused");
-        }
-    }
+    flotilla_core::model::duration::parse(text)
 }

@@ -36,6 +36,11 @@ pub struct RunArgs {
     /// Secret in the controller's namespace, mounted as a file, in-cluster.
     #[arg(long, value_name = "FILE", env = "FLOTILLA_SCOPE")]
     pub scope: Option<PathBuf>,
+    /// Admit NoExecute taints in ClusterTaintPolicies (Karmada's webhook flag of the same
+    /// name; refused by default: such a taint evicts every workload that does not
+    /// tolerate it). A revision that declares one without this does not load.
+    #[arg(long, env = "FLOTILLA_ALLOW_NO_EXECUTE_TAINT_POLICY")]
+    pub allow_no_execute_taint_policy: bool,
     /// Time between fetches (`30s`, `5m`, `1h`; a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
     pub interval: Duration,

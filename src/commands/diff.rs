@@ -15,11 +15,18 @@ use crate::cli::{DiffArgs, DiffFormat, SourceArgs};
 use crate::clusters;
 
 pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
-    let source = SourceArgs { repo: args.repo.clone(), rev: None, cluster_state: None, scope: args.scope.clone() };
+    let source = SourceArgs {
+        repo: args.repo.clone(),
+        rev: None,
+        cluster_state: None,
+        scope: args.scope.clone(),
+        allow_no_execute_taint_policy: args.allow_no_execute_taint_policy,
+    };
+    let admission = source.admission();
     let scope = super::scope(&source)?;
     let mut cache = flotilla_core::load::ParseCache::default();
     let mut render = |rev: &str, state: &ClusterState| {
-        super::plan_revision(&args.repo, rev, scope.as_ref(), &mut cache, state)
+        super::plan_revision(&args.repo, rev, (scope.as_ref(), admission), &mut cache, state)
             .with_context(|| format!("revision {rev}"))
     };
     let normal = ClusterState::default();
@@ -44,6 +51,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<Outcome> {
             live(&args, &to_plan, scope.as_ref())?
         }
     };
+    super::warn_not_acted_on(&to_plan);
     if let Some(file) = &args.plan_file {
         let json = serde_json::to_vec_pretty(&diff).context("cannot write the diff")?;
         std::fs::write(file, json).with_context(|| format!("cannot write {}", file.display()))?;
@@ -156,6 +164,14 @@ fn text(diff: &PlanDiff) -> String {
         }
         for f in &changes.failed {
             out += &format!("  ! {}: {}\n", object(&f.object), visible(&f.reason));
+        }
+    }
+    for r in &diff.rollouts {
+        out +=
+            &format!("{} (soak {}, on failure {})\n", visible(&r.policy), visible(&r.min_success_time), r.on_failure);
+        for (n, batch) in r.batches.iter().enumerate() {
+            let wave = visible(&batch.wave);
+            out += &format!("  wave {} {wave}: {}\n", n + 1, visible(&batch.clusters.join(", ")));
         }
     }
     for p in &diff.problems {

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use flotilla_core::escape;
 use flotilla_core::model::{ClusterState, Limits, Plan};
 use tracing::warn;
 
@@ -99,6 +100,7 @@ pub(crate) fn plan_in_state(
     };
     let state = adjust(state)?;
     let loaded = flotilla_core::load::load(&files, &limits)?;
+    args.admission().check(&loaded)?;
     // The bytes are parsed: planning a large repository should not hold them too.
     let revision = files.revision.clone();
     drop(files);
@@ -110,13 +112,14 @@ pub(crate) fn plan_in_state(
 pub(crate) fn plan_revision(
     repo: &Path,
     rev: &str,
-    scope: Option<&flotilla_core::project::Project>,
+    (scope, admission): (Option<&flotilla_core::project::Project>, flotilla_core::load::Admission),
     cache: &mut flotilla_core::load::ParseCache,
     state: &ClusterState,
 ) -> anyhow::Result<Plan> {
     let limits = Limits::default();
     let files = crate::git::read_cached(repo, rev, &limits, cache)?;
     let loaded = flotilla_core::load::load_cached(&files, cache, &limits)?;
+    admission.check(&loaded)?;
     let plan = flotilla_core::plan_loaded(loaded, files.revision, state);
     Ok(within(plan, scope))
 }
@@ -140,12 +143,22 @@ pub(crate) fn read_scope(path: &Path) -> anyhow::Result<flotilla_core::project::
         .map_err(|e| anyhow::anyhow!("{} is not a valid scope: {e}", path.display()))
 }
 
+/// Warns of each object the revision declares that flotilla accepts and does not act
+/// on (or not yet on all it declares).
+pub(crate) fn warn_not_acted_on(plan: &Plan) {
+    for n in &plan.loaded.not_acted_on {
+        let (object, file) = (escape::visible(&n.object), escape::visible(&n.origin.file));
+        eprintln!("warning: {object} ({file}:{}): accepted, {}", n.origin.line, n.why);
+    }
+}
+
 fn read_state(path: &Path) -> anyhow::Result<ClusterState> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_saphyr::from_str(&text).with_context(|| format!("{} is not a valid cluster state", path.display()))
 }
 
 pub(crate) fn report(plan: &Plan) -> Outcome {
+    warn_not_acted_on(plan);
     for p in &plan.problems {
         let at = p.cluster.as_deref().map(|c| format!(" in cluster {c}")).unwrap_or_default();
         eprintln!("problem: {}{at} ({}:{}): {}", p.object, p.origin.file, p.origin.line, p.message);

@@ -20,6 +20,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
 
 fn config(args: RunArgs) -> anyhow::Result<Config> {
     crate::git::check_transport(&args.repo, args.reconcile.trust.insecure_allow_http).map_err(anyhow::Error::msg)?;
+    require_host(&args, kube::Config::incluster().is_ok())?;
     let webhook_secret = args.webhook_secret_file.as_deref().map(webhook_secret).transpose()?;
     let reconcile = reconcile_settings(&args)?;
     let credentials = match (&args.kubeconfig, &args.agent) {
@@ -76,6 +77,34 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
     })
 }
 
+/// Refuses flags whose state lives in the host cluster when there is none: neither
+/// `--host-kubeconfig` nor an in-cluster configuration. Without it they would do nothing
+/// while `/status` looked as if all were well.
+fn require_host(args: &RunArgs, in_cluster: bool) -> anyhow::Result<()> {
+    if args.host_kubeconfig.is_some() || in_cluster {
+        return Ok(());
+    }
+    let needing: Vec<&str> = [
+        (args.leader_elect, "--leader-elect (its Lease)"),
+        (args.member_secrets, "--member-secrets (the member credentials)"),
+        (args.writeback == autoscaler::Writeback::State, "--writeback=state (the replica counts)"),
+        (
+            args.failover.enable_no_execute_taint_eviction,
+            "--enable-no-execute-taint-eviction (its taints and evictions)",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(on, flag)| on.then_some(flag))
+    .collect();
+    anyhow::ensure!(
+        needing.is_empty(),
+        "{} keeps its state in a host cluster, and there is none: give --host-kubeconfig (and --host-context), \
+         or run inside a cluster",
+        needing.join(", ")
+    );
+    Ok(())
+}
+
 /// The forge whose pull requests get plans and previews (`--previews`).
 fn previews(args: &RunArgs) -> anyhow::Result<Option<crate::previews::Follow>> {
     let p = &args.previews;
@@ -123,6 +152,7 @@ fn reconcile_settings(args: &RunArgs) -> anyhow::Result<crate::reconciler::Setti
         acting_as: args.reconcile.service_account.clone(),
         verifier: crate::git::Verifier::new(args.verify_commits.clone(), args.verify_commits_keyring.clone()),
         scope: args.scope.as_deref().map(super::read_scope).transpose()?.map(std::sync::Arc::new),
+        admission: flotilla_core::load::Admission { allow_no_execute_taint_policy: args.allow_no_execute_taint_policy },
     };
     if reconcile.scope.is_none() {
         tracing::warn!(

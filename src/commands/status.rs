@@ -19,6 +19,8 @@ pub fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
         rev: args.rev.clone(),
         cluster_state: None,
         scope: None,
+        // Reading status changes nothing: every revision is admitted.
+        allow_no_execute_taint_policy: true,
     };
     let plan = plan(&source)?;
     let kubeconfig = clusters::connect::read(args.kubeconfig.as_deref().expect("clap requires it"))?;

@@ -285,6 +285,7 @@ fn previews_loop(
         path: reconcile.path.clone(),
         cache: parse_cache.clone(),
         scope: reconcile.scope.clone(),
+        admission: reconcile.admission,
     };
     crate::previews::Previews {
         settings: crate::previews::Settings { step: follow.step, poll: follow.poll, apply },

@@ -87,6 +87,7 @@ impl Reconciler {
             path: self.settings.path.clone(),
             cache: self.parse_cache.clone(),
             scope: self.settings.scope.clone(),
+            admission: self.settings.admission,
         };
         let rendered = renderer.render(revision, state).await;
         self.metrics.render_seconds.observe(clock.elapsed().as_secs_f64());
@@ -96,6 +97,9 @@ impl Reconciler {
                 placements.previous = plan.placements.clone();
                 for p in &plan.problems {
                     warn!(object = %p.object, reason = ?p.reason, message = %p.message, "render problem");
+                }
+                for n in &plan.loaded.not_acted_on {
+                    warn!(object = %n.object, file = %n.origin.file, why = n.why, "object accepted, not acted on");
                 }
                 Some(plan)
             }

@@ -60,6 +60,8 @@ pub struct Settings {
     pub verifier: Option<crate::git::Verifier>,
     /// What the repository may touch; `None`: everything.
     pub scope: Option<std::sync::Arc<flotilla_core::project::Project>>,
+    /// What the repository may declare.
+    pub admission: flotilla_core::load::Admission,
 }
 
 /// Why the loop is woken early.

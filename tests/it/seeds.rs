@@ -125,3 +125,77 @@ fn the_diff_of_scaling_the_nginx_seed_to_ten() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("nginx/broken.yaml") && stderr.contains("line"), "{stderr}");
 }
+
+const NGINX_ROLLOUT: &str = r#"apiVersion: flotilla.dev/v1alpha1
+kind: RolloutPolicy
+metadata: {name: nginx, namespace: default}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: nginx}]
+  waves: [{name: canary, clusterAffinity: {clusterNames: [member1]}}]
+  minSuccessTime: 20s
+  gates:
+  - {name: errors, prometheus: {address: "http://prometheus:9090", query: "sum(rate(nginx_http_errors_total[1m]))"}, max: 1}
+  windows: [{kind: deny, schedule: "0 22 * * *", duration: 8h, timeZone: Europe/Berlin}]
+  onFailure: Revert
+"#;
+
+/// The seed repository with the nginx RolloutPolicy (its last lines replaced by
+/// `extra`), at two commits: as it is, then with `edit` applied to nginx.yaml.
+fn nginx_with_rollout(extra: &str, edit: impl Fn(&str) -> String) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("examples/repo");
+    for entry in walk(&src) {
+        let rel = entry.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        write(dir.path(), &rel, &std::fs::read(&entry).unwrap());
+    }
+    write(dir.path(), "nginx/rollout.yaml", format!("{NGINX_ROLLOUT}{extra}").as_bytes());
+    crate::support::commit_all(dir.path(), "before");
+    let nginx = dir.path().join("nginx/nginx.yaml");
+    std::fs::write(&nginx, edit(&std::fs::read_to_string(&nginx).unwrap())).unwrap();
+    crate::support::commit_all(dir.path(), "after");
+    dir
+}
+
+/// The waves of `flotilla diff -o json` between the two commits: (wave, first cluster).
+fn waves(repo: &str) -> (Value, Vec<(String, String)>) {
+    let (code, stdout, stderr) = run(&["diff", repo, "--from", "HEAD~1", "--to", "HEAD", "-o", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("RolloutPolicy nginx") && stderr.contains("not enforced yet"), "{stderr}");
+    let diff: Value = serde_json::from_str(&stdout).unwrap();
+    let batches = diff["rollouts"].as_array().into_iter().flatten().flat_map(|r| r["batches"].as_array().unwrap());
+    let waves =
+        batches.map(|b| (b["wave"].as_str().unwrap().to_owned(), b["clusters"][0].as_str().unwrap().to_owned()));
+    (diff.clone(), waves.collect())
+}
+
+/// A new nginx image and ten replicas in a pull request, with a RolloutPolicy for its Deployment: the
+/// plan shows the waves the change moves in (golden), and warns that waves are not
+/// enforced yet. Scaling alone (the autoscaler's write-back) shows none, unless the
+/// policy sends replica changes through the waves too.
+#[test]
+fn the_plan_of_the_nginx_seed_shows_its_rollout_waves() {
+    let image = |text: &str| {
+        text.replacen("- image: nginx", "- image: nginx:1.29", 1).replacen("replicas: 1\n", "replicas: 10\n", 1)
+    };
+    let dir = nginx_with_rollout("", image);
+    let repo = dir.path().to_str().unwrap();
+    let (diff, found) = waves(repo);
+    let expected =
+        |pairs: &[(&str, &str)]| pairs.iter().map(|(w, c)| (w.to_string(), c.to_string())).collect::<Vec<_>>();
+    assert_eq!(found, expected(&[("canary", "member1"), ("(rest)", "member2")]), "{diff}");
+    let (code, markdown, stderr) = run(&["diff", repo, "--from", "HEAD~1", "--to", "HEAD", "-o", "markdown"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (from, to) = (diff["from"].as_str().unwrap(), diff["to"].as_str().unwrap());
+    let markdown =
+        markdown.replace(from, "FROM").replace(to, "TO").replace(&from[..12], "FROM").replace(&to[..12], "TO");
+    insta::with_settings!({snapshot_path => root().join("tests/snapshots"), prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("nginx-waves", markdown);
+    });
+
+    let ten = |text: &str| text.replacen("replicas: 1\n", "replicas: 10\n", 1);
+    let dir = nginx_with_rollout("", ten);
+    assert_eq!(waves(dir.path().to_str().unwrap()).1, expected(&[]), "a replica change goes everywhere at once");
+    let dir = nginx_with_rollout("  replicaOnlyChanges: Waves\n", ten);
+    let (_, found) = waves(dir.path().to_str().unwrap());
+    assert_eq!(found, expected(&[("canary", "member1"), ("(rest)", "member2")]));
+}

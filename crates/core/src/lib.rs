@@ -33,6 +33,7 @@ pub mod plan_diff;
 pub mod preview;
 pub mod project;
 pub mod render;
+pub mod rollout;
 pub mod schedule;
 pub mod status;
 pub mod yaml;
@@ -44,6 +45,14 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 
 pub use load::LoadError;
+
+/// Test support: `text` as the one file of revision `revision`, rendered.
+#[cfg(test)]
+pub(crate) fn plan_of(revision: &str, text: &str) -> Plan {
+    let mut files = RepoFiles { revision: revision.into(), ..Default::default() };
+    files.files.insert("fleet.yaml".into(), text.as_bytes().to_vec());
+    plan(&files, &ClusterState::default(), &Limits::default()).unwrap()
+}
 use matching::{Binding, Claim};
 use model::{ClusterState, Limits, Loaded, Plan, Problem, ProblemReason, RepoFiles};
 

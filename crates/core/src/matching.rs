@@ -11,8 +11,12 @@
 //! A policy's level is the maximum over its selectors. Among policies the winner has
 //! the highest explicit priority, then the highest level, then the smallest name. A
 //! namespaced PropagationPolicy in the template's namespace always beats every
-//! ClusterPropagationPolicy. Namespaces are not claimed: like Karmada's namespace sync,
-//! every Namespace template goes to all clusters.
+//! ClusterPropagationPolicy. Like Karmada's namespace sync, every Namespace template
+//! goes to all clusters; one labelled `namespace.karmada.io/skip-auto-propagation:
+//! "true"` goes where a ClusterPropagationPolicy places it, as Karmada's detector
+//! matches it (the placement `karmadactl promote namespace` writes). `default`,
+//! `kube-*` and `karmada-*` are never claimed (Karmada's detector would: a deliberate
+//! difference, so no inventory ever holds, and could prune, a system namespace).
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -223,23 +227,41 @@ fn multi_cluster_service(services: &BTreeMap<(&str, &str), usize>, template: &Te
 
 fn claim(loaded: &Loaded, index: &PolicyIndex<'_>, template: &Template) -> Option<Claim> {
     if template.key.api_version == "v1" && template.key.kind == "Namespace" {
-        return namespace_synced(template).then_some(Claim::NamespaceSync);
+        if namespace_synced(template) {
+            return Some(Claim::NamespaceSync);
+        }
+        if system_namespace(&template.key.name) {
+            // Never claimed: an inventory holding `kube-system` could one day prune it.
+            return None;
+        }
     }
     let policies = &loaded.propagation_policies;
+    claiming(index, template, |i| Candidate {
+        name: &policies[i].name,
+        priority: policies[i].spec.priority,
+        selectors: &policies[i].spec.resource_selectors,
+    })
+    .map(Claim::Policy)
+}
+
+/// The policy of `index` that claims `template`, as Karmada's detector picks one: a
+/// policy of the template's namespace before a cluster-wide one (never for a reserved
+/// namespace), then by priority, how closely it selects, and name.
+pub fn claiming<'a>(
+    index: &PolicyIndex<'_>,
+    template: &Template,
+    policy: impl Fn(usize) -> Candidate<'a>,
+) -> Option<usize> {
     let pick = |scope: Option<&str>| {
         let indices = index.candidates(scope, &template.key, &template.labels);
-        let candidates = indices.iter().map(|&i| Candidate {
-            name: &policies[i].name,
-            priority: policies[i].spec.priority,
-            selectors: &policies[i].spec.resource_selectors,
-        });
+        let candidates = indices.iter().map(|&i| policy(i));
         best_policy(candidates, &template.key, &template.labels).map(|winner| indices[winner])
     };
     let namespaced = template.key.namespace.as_deref().and_then(|ns| pick(Some(ns)));
     let cluster_wide = || {
         if template.key.namespace.as_deref().is_some_and(reserved_namespace) { None } else { pick(None) }
     };
-    namespaced.or_else(cluster_wide).map(Claim::Policy)
+    namespaced.or_else(cluster_wide)
 }
 
 /// Templates that policies never claim: derived objects, objects handed to another
@@ -257,7 +279,13 @@ fn reserved_namespace(ns: &str) -> bool {
 }
 
 fn namespace_synced(template: &Template) -> bool {
-    let name = template.key.name.as_str();
-    !(name == "default" || name.starts_with("kube-") || reserved_namespace(name))
-        && template.labels.get(SKIP_NAMESPACE_SYNC) != Some("true")
+    !system_namespace(&template.key.name) && template.labels.get(SKIP_NAMESPACE_SYNC) != Some("true")
 }
+
+/// `default`, `kube-*` and Karmada's reserved namespaces.
+fn system_namespace(name: &str) -> bool {
+    name == "default" || name.starts_with("kube-") || reserved_namespace(name)
+}
+
+#[cfg(test)]
+mod tests;

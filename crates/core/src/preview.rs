@@ -160,7 +160,7 @@ fn add_missing_namespaces(plan: &mut Plan, labels: &Value) {
                 replicas: None,
                 completions: None,
                 overrides: Vec::new(),
-                source: Source::Dependency,
+                source: Source::Dependency { overwrite: false, preserve: false },
                 suspended: false,
             });
         }

@@ -1,4 +1,5 @@
-//! Karmada's own kinds, read into their typed specs and validated.
+//! Karmada's own kinds, and flotilla's policy kinds beside them, read into their typed
+//! specs and validated.
 
 use super::*;
 
@@ -43,9 +44,42 @@ pub(super) fn object(
         ("networking.karmada.io/v1alpha1", "MultiClusterService") => {
             Parsed::MultiClusterService(doc.read(true, validate::multi_cluster_service)?)
         }
+        // flotilla's own policy kinds, read as Karmada's are.
+        ("flotilla.dev/v1alpha1", "RolloutPolicy") => Parsed::Rollout(doc.read(true, validate::rollout)?),
+        ("flotilla.dev/v1alpha1", "ClusterRolloutPolicy") => Parsed::Rollout(doc.read(false, validate::rollout)?),
         _ => return Ok(None),
     };
     Ok(Some(parsed))
+}
+
+/// What flotilla does not do with a Karmada kind it accepts without acting on it (any
+/// version of its group); `None` for a kind it does not know at all (a typo stays an
+/// error). docs/karmada-compat.md lists every Karmada kind and what flotilla does with it.
+pub(super) fn not_acted_on(api_version: &str, kind: &str) -> Option<&'static str> {
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    Some(match (group, kind) {
+        ("apps.karmada.io", "WorkloadRebalancer") => {
+            "not acted on: every render places workloads afresh from Git, so there is no earlier decision to rebalance; change the policy or its weights to move replicas"
+        }
+        ("config.karmada.io", "ResourceInterpreterCustomization") => {
+            "not read yet: objects of its target kind are copied whole to every member they are placed on, without its replica, health or dependency rules"
+        }
+        ("config.karmada.io", "ResourceInterpreterWebhookConfiguration") => {
+            "not called: interpreter webhooks need Karmada's control plane; objects of their kinds are copied whole"
+        }
+        ("search.karmada.io", "ResourceRegistry") => {
+            "not acted on: flotilla keeps no searchable cache of member objects"
+        }
+        ("policy.karmada.io", "FederatedResourceQuota") => {
+            "not acted on: quotas are neither divided among members nor enforced"
+        }
+        ("networking.karmada.io", "MultiClusterIngress") => "not acted on: no ingress is programmed across members",
+        ("remedy.karmada.io", "Remedy") => "not acted on: cluster conditions do not trigger remedies",
+        ("work.karmada.io", "ResourceBinding" | "ClusterResourceBinding" | "Work") => {
+            "not read: Karmada writes these itself; flotilla renders placements from the policies"
+        }
+        _ => return None,
+    })
 }
 
 /// One document being read as a Karmada kind.

@@ -5,6 +5,7 @@
 //! first error reported is always the same one. Any error fails the whole revision:
 //! a plan is never built from half a repo.
 
+mod admission;
 mod cache;
 mod karmada;
 mod scope;
@@ -29,6 +30,7 @@ use crate::model::failover::ClusterTaintPolicySpec;
 use crate::model::service::MultiClusterServiceSpec;
 use crate::model::{Limits, Loaded, Named, ObjectKey, Origin, OverrideSpec, PropagationSpec, RepoFiles, Template};
 
+pub use admission::Admission;
 pub use cache::{ParseCache, load_cached};
 pub use scope::{declared_kinds, is_builtin_kind};
 pub use split::{Chunk, split};
@@ -127,6 +129,8 @@ enum Parsed {
     CronFederatedHpa(Arc<Named<CronFederatedHpaSpec>>),
     MultiClusterService(Arc<Named<MultiClusterServiceSpec>>),
     ClusterTaintPolicy(Arc<Named<ClusterTaintPolicySpec>>),
+    Rollout(Arc<Named<crate::model::rollout::RolloutSpec>>),
+    NotActedOn(Arc<crate::model::NotActedOn>),
 }
 
 /// Loads every manifest of a revision. See the module docs.
@@ -262,7 +266,7 @@ fn classify(
     let invalid = |message: String| LoadError::Invalid { origin: origin.clone(), message };
     let api_version = required_str(&value, "apiVersion").map_err(invalid)?;
     let kind = required_str(&value, "kind").map_err(invalid)?;
-    if scope::is_karmada_group(api_version) {
+    if scope::is_karmada_group(api_version) || api_version.starts_with("flotilla.dev/") {
         validate::label_selectors(&value).map_err(invalid)?;
     }
     if api_version == "v1" && kind == "List" {
@@ -271,9 +275,14 @@ fn classify(
     let source = Source { chunk, tree: &value };
     let parsed = match karmada::object(api_version, kind, file, source, limits, &origin)? {
         Some(parsed) => parsed,
-        None if scope::is_karmada_group(api_version) => {
-            return Err(invalid(format!("{api_version} {kind} is not supported by flotilla")));
-        }
+        None if scope::is_karmada_group(api_version) => match karmada::not_acted_on(api_version, kind) {
+            Some(why) => {
+                let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+                let object = format!("{api_version} {kind} {name}");
+                Parsed::NotActedOn(Arc::new(crate::model::NotActedOn { object, why, origin: origin.clone() }))
+            }
+            None => return Err(invalid(format!("{api_version} {kind} is not a Karmada kind flotilla knows"))),
+        },
         None => Parsed::Template(Arc::new(scope::raw(value, &origin)?)),
     };
     Ok(vec![(origin, parsed)])

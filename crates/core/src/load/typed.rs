@@ -49,9 +49,43 @@ impl Source<'_> {
     /// the tree does not fit, so what a typed object accepts, and every error with its
     /// line, stays serde-saphyr's. (The tree never coerces: `yes` read into a string
     /// field, or `1.10` into a label value, is an error here and text to serde-saphyr.)
-    fn read<T: DeserializeOwned>(self, file: &str, limits: &Limits) -> Result<T, LoadError> {
-        T::deserialize(self.tree).or_else(|_| parse_as(file, self.chunk, limits))
+    ///
+    /// A field set to null (`overrideRules:` followed by nothing, or only a comment) is
+    /// dropped first, as the API server drops null fields of a custom resource that are
+    /// not nullable: Karmada's kinds are custom resources, and a null is "not set". A
+    /// document with nulls that still does not fit is refused with what the tree says
+    /// (serde-saphyr would stop at the null, which is not the mistake).
+    fn read<T: DeserializeOwned>(self, file: &str, limits: &Limits, origin: &Origin) -> Result<T, LoadError> {
+        let Some(pruned) = without_nulls(self.tree) else {
+            return T::deserialize(self.tree).or_else(|_| parse_as(file, self.chunk, limits));
+        };
+        T::deserialize(&pruned).or_else(|e| match parse_as::<T>(file, self.chunk, limits) {
+            Ok(read) => Ok(read),
+            Err(_) => Err(LoadError::Invalid { origin: origin.clone(), message: e.to_string() }),
+        })
     }
+}
+
+/// The tree without the null values of its mappings (at any depth; sequence items are
+/// kept as they are), or `None` when it has none.
+fn without_nulls(tree: &Value) -> Option<Value> {
+    fn has_null(v: &Value) -> bool {
+        match v {
+            Value::Object(map) => map.values().any(|v| v.is_null() || has_null(v)),
+            Value::Array(items) => items.iter().any(has_null),
+            _ => false,
+        }
+    }
+    fn prune(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => {
+                Value::Object(map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), prune(v))).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(prune).collect()),
+            other => other.clone(),
+        }
+    }
+    has_null(tree).then(|| prune(tree))
 }
 
 /// Parses a Karmada object into its typed spec, applies Karmada's defaulting and
@@ -77,7 +111,7 @@ pub(super) fn typed_with_labels<S: DeserializeOwned>(
     check: fn(&mut S, Option<&str>) -> Result<(), String>,
 ) -> Result<(Named<S>, BTreeMap<String, String>), LoadError> {
     let invalid = |message: String| LoadError::Invalid { origin: origin.clone(), message };
-    let doc: TypedDoc<S> = source.read(file, limits)?;
+    let doc: TypedDoc<S> = source.read(file, limits, origin)?;
     // Karmada objects are never applied to a member, and Karmada's own tests name them in
     // camelCase (`overridePolicy3`), which order-sensitive rules compare: only a path
     // segment is required, so a name can still key the parse cache and state.
@@ -107,6 +141,23 @@ mod tests {
         let mut repo = RepoFiles::default();
         repo.files.insert("policy.yaml".into(), policy.as_bytes().to_vec());
         load(&repo, &Limits::default())
+    }
+
+    /// A field written as null is not set, in every Karmada kind, as Karmada's API server
+    /// drops it; a document whose nulls hide another mistake is still refused.
+    #[test]
+    fn null_optional_fields_of_karmada_kinds_are_not_set() {
+        let docs = [
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: OverridePolicy\nmetadata: {name: o}\nspec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  overrideRules:\n    # none yet\n",
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: p, labels: ~}\nspec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  placement:\n",
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterPropagationPolicy\nmetadata: {name: c}\nspec:\n  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]\n  placement:\n    clusterTolerations: null\n    replicaScheduling: null\n",
+        ];
+        let read = loaded(&docs.join("---\n")).unwrap();
+        assert!(read.override_policies[0].spec.override_rules.is_empty());
+        assert_eq!(read.propagation_policies.len(), 2);
+        let hidden = docs[1].replace("  placement:\n", "  placement:\n  priority: high\n");
+        let err = loaded(&hidden).unwrap_err().to_string();
+        assert!(err.contains("policy.yaml: document 1") && err.contains("invalid type"), "{err}");
     }
 
     #[test]

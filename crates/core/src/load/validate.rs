@@ -10,15 +10,17 @@ use crate::model::cluster::ClusterSpec;
 use crate::model::names::{self, NameRule};
 use crate::model::policy::{
     ClusterAffinity, ClusterAffinityTerm, DivisionPreference, Operator, OverrideSpec, Placement, Preemption,
-    PropagationSpec, ReplicaSchedulingType, SpreadConstraint, SpreadField,
+    PropagationSpec, ReplicaSchedulingType, ResourceSelector, SpreadConstraint, SpreadField,
 };
 use crate::model::selector::LabelSelector;
 use crate::model::service::MultiClusterServiceSpec;
 
 mod autoscale;
 mod failover;
+mod rollout;
 pub use autoscale::{cron_federated_hpa, federated_hpa};
 pub use failover::cluster_taint_policy;
+pub use rollout::rollout;
 
 type Check = Result<(), String>;
 
@@ -93,12 +95,7 @@ pub fn cluster_name(name: &str) -> Check {
 /// Defaults and validates a PropagationPolicy (`namespace: Some`) or
 /// ClusterPropagationPolicy spec.
 pub fn propagation(spec: &mut PropagationSpec, namespace: Option<&str>) -> Check {
-    ensure(!spec.resource_selectors.is_empty(), || "spec.resourceSelectors: at least one selector is required".into())?;
-    for selector in &mut spec.resource_selectors {
-        if let (Some(ns), None) = (namespace, &selector.namespace) {
-            selector.namespace = Some(ns.to_owned());
-        }
-    }
+    resource_selectors(&mut spec.resource_selectors, namespace)?;
     if spec.preemption == Some(Preemption::Always) {
         ensure(spec.resource_selectors.iter().all(|s| s.name.is_some()), || {
             "spec.resourceSelectors: preemption Always needs a name in every selector".into()
@@ -118,6 +115,17 @@ pub fn propagation(spec: &mut PropagationSpec, namespace: Option<&str>) -> Check
         failover::behavior(failover)?;
     }
     placement(&mut spec.placement)
+}
+
+/// At least one selector; a namespaced policy's selectors default to its namespace.
+fn resource_selectors(selectors: &mut [ResourceSelector], namespace: Option<&str>) -> Check {
+    ensure(!selectors.is_empty(), || "spec.resourceSelectors: at least one selector is required".into())?;
+    for selector in selectors {
+        if let (Some(ns), None) = (namespace, &selector.namespace) {
+            selector.namespace = Some(ns.to_owned());
+        }
+    }
+    Ok(())
 }
 
 fn placement(placement: &mut Placement) -> Check {

@@ -3,6 +3,7 @@
 pub mod autoscale;
 pub mod body;
 pub mod cluster;
+pub mod duration;
 pub mod failover;
 pub mod names;
 pub mod object;
@@ -10,6 +11,7 @@ pub mod override_policy;
 pub mod plan;
 pub mod policy;
 pub mod repo;
+pub mod rollout;
 pub mod selector;
 pub mod service;
 
@@ -65,6 +67,24 @@ pub struct Loaded {
     pub multi_cluster_services: Vec<Arc<Named<service::MultiClusterServiceSpec>>>,
     /// ClusterTaintPolicies.
     pub cluster_taint_policies: Vec<Arc<Named<failover::ClusterTaintPolicySpec>>>,
+    /// RolloutPolicies (namespaced) and ClusterRolloutPolicies.
+    pub rollout_policies: Vec<Arc<Named<rollout::RolloutSpec>>>,
+    /// Objects flotilla accepts and does not act on, in file order (see [`NotActedOn`]).
+    pub not_acted_on: Vec<Arc<NotActedOn>>,
+}
+
+/// An object of a kind flotilla accepts (so a repository holding one still loads) but
+/// does not act on, or not yet on everything it declares: Karmada kinds flotilla has no
+/// use for, and its own RolloutPolicies until the rollout loop enforces them. The
+/// commands warn with `why`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotActedOn {
+    /// `apiVersion kind name`, as written.
+    pub object: String,
+    /// What flotilla does not do with it.
+    pub why: &'static str,
+    /// Where it is.
+    pub origin: Origin,
 }
 
 /// Templates are freed in the order of their addresses, which is about the order they

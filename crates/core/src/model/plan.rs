@@ -16,8 +16,16 @@ pub enum Source {
     Policy(usize),
     /// A Namespace, synced to every cluster.
     NamespaceSync,
-    /// Referenced by a propagated workload (`propagateDeps`) or derived from one.
-    Dependency,
+    /// Referenced by a propagated workload (`propagateDeps`) or derived from one, with
+    /// what its parents' policies say, merged as Karmada's dependencies distributor
+    /// merges them: any parent's `Overwrite` wins, and so does any parent's
+    /// `preserveResourcesOnDeletion: true`.
+    Dependency {
+        /// Some parent's policy has `conflictResolution: Overwrite`.
+        overwrite: bool,
+        /// Some parent's policy has `preserveResourcesOnDeletion: true`.
+        preserve: bool,
+    },
     /// The Service of a CrossCluster MultiClusterService (index into
     /// `multi_cluster_services`), placed on its providers and consumers.
     MultiClusterService(usize),

@@ -55,6 +55,7 @@ pub fn markdown(diff: &PlanDiff, options: &Comment) -> String {
     } else {
         out += &summary(diff);
     }
+    out += &waves(diff);
     for note in options.notes {
         out += &format!("\n{note}\n");
     }
@@ -169,6 +170,32 @@ fn count(value: &Option<Value>) -> String {
         Some(Value::Number(n)) => n.to_string(),
         Some(other) => code(&other.to_string(), Place::Cell),
     }
+}
+
+/// The waves the changes move in, per RolloutPolicy.
+fn waves(diff: &PlanDiff) -> String {
+    if diff.rollouts.is_empty() {
+        return String::new();
+    }
+    let list = |items: &[String]| items.iter().map(|i| code(i, Place::Flow)).collect::<Vec<_>>().join(", ");
+    let mut out = String::from("\n**Rollout waves**\n\n");
+    for r in &diff.rollouts {
+        let (soak, gates) = (code(&r.min_success_time, Place::Flow), list(&r.gates));
+        let _ = write!(out, "- {}: soak {soak}", code(&r.policy, Place::Flow));
+        if !r.gates.is_empty() {
+            let _ = write!(out, ", gates {gates}");
+        }
+        if !r.windows.is_empty() {
+            let _ = write!(out, ", windows {}", list(&r.windows));
+        }
+        let _ = writeln!(out, ", on failure {}", r.on_failure);
+        for (n, batch) in r.batches.iter().enumerate() {
+            let of = r.batches.iter().filter(|b| b.wave == batch.wave).count();
+            let part = if of > 1 { format!(" (batch {} of {of})", batch.index + 1) } else { String::new() };
+            let _ = writeln!(out, "  {}. {}{part}: {}", n + 1, code(&batch.wave, Place::Flow), list(&batch.clusters));
+        }
+    }
+    out
 }
 
 fn problems(diff: &PlanDiff) -> String {

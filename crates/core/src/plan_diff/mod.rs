@@ -10,6 +10,7 @@
 mod hostile;
 pub mod live;
 pub mod markdown;
+pub mod waves;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -35,6 +36,9 @@ pub struct PlanDiff {
     pub clusters: BTreeMap<String, ClusterDiff>,
     /// Problems of the later render that the earlier one did not have.
     pub problems: Vec<Problem>,
+    /// The waves the changes move in, per RolloutPolicy that governs some of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rollouts: Vec<waves::RolloutPlan>,
 }
 
 /// One cluster's changes.
@@ -186,7 +190,8 @@ pub fn diff(from: &Plan, to: &Plan, only: &[String]) -> PlanDiff {
         .filter(|p| !known.contains(&(p.object.spelled(), p.cluster.as_deref(), p.message.as_str())))
         .cloned()
         .collect();
-    PlanDiff { from: from.revision.clone(), to: to.revision.clone(), clusters, problems }
+    let rollouts = waves::plans(from, to, &clusters);
+    PlanDiff { from: from.revision.clone(), to: to.revision.clone(), clusters, problems, rollouts }
 }
 
 /// How one object differs between two sides, if it does.

@@ -21,6 +21,7 @@ impl Plan {
 fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideError> {
     let template = &loaded.templates[rendered.template];
     let mut object = template.object();
+    default_job(&mut object, &template.key);
     revise_replicas(&mut object, &template.key, rendered.replicas, rendered.completions);
     overrides::apply(&mut object, loaded, &rendered.overrides)?;
     if template.labels.get(RETAIN_REPLICAS_LABEL) == Some("true") {
@@ -36,6 +37,21 @@ fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideEr
 /// this is for tools that correlate flotilla's output with a Karmada installation.
 pub fn binding_name(kind: &str, name: &str) -> String {
     format!("{}-{}", name.replace(':', "."), kind).to_lowercase()
+}
+
+/// Kubernetes' defaulting of a Job that sets neither `parallelism` nor `completions`:
+/// one of each, as the template in Karmada's control plane holds them, so every member
+/// receives `completions: 1` (left out, a member would default only what is missing and
+/// run the Job as a work queue).
+fn default_job(object: &mut Value, key: &ObjectKey) {
+    if (key.group(), key.kind.as_str()) != ("batch", "Job") {
+        return;
+    }
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    if !spec.contains_key("parallelism") && !spec.contains_key("completions") {
+        spec.insert("parallelism".into(), 1.into());
+        spec.insert("completions".into(), 1.into());
+    }
 }
 
 /// Sets the assigned replicas: Deployment, ReplicaSet, StatefulSet `spec.replicas`;
@@ -66,7 +82,7 @@ fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: So
             (policy.describe("PropagationPolicy", "ClusterPropagationPolicy"), overwrite, preserve)
         }
         Source::NamespaceSync => ("namespace-sync".to_owned(), false, false),
-        Source::Dependency => ("dependency".to_owned(), false, false),
+        Source::Dependency { overwrite, preserve } => ("dependency".to_owned(), overwrite, preserve),
         // Karmada's MultiClusterService controller binds the Service with Overwrite.
         Source::MultiClusterService(m) => {
             (loaded.multi_cluster_services[m].describe("MultiClusterService", "MultiClusterService"), true, false)
@@ -177,5 +193,77 @@ fn strip_job(spec: &mut Map<String, Value>) {
         for l in GENERATED {
             labels.remove(l);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{ClusterState, Limits, RepoFiles};
+
+    fn manifests(job_spec: &str, placement: &str) -> Vec<serde_json::Value> {
+        let clusters: String = (1..=2)
+            .map(|m| format!("apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: m{m}}}\nspec: {{syncMode: Push}}\n---\n"))
+            .collect();
+        let text = format!(
+            "{clusters}apiVersion: batch/v1\nkind: Job\nmetadata: {{name: pi, namespace: default}}\nspec:\n{job_spec}  template: {{spec: {{restartPolicy: Never, containers: [{{name: pi, image: perl}}]}}}}\n---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: pi}}\nspec:\n  resourceSelectors: [{{apiVersion: batch/v1, kind: Job}}]\n  placement:\n    clusterAffinity: {{clusterNames: [m1, m2]}}\n{placement}"
+        );
+        let mut files = RepoFiles { revision: "r".into(), ..Default::default() };
+        files.files.insert("job.yaml".into(), text.into_bytes());
+        let plan = crate::plan(&files, &ClusterState::default(), &Limits::default()).unwrap();
+        ["m1", "m2"].iter().flat_map(|c| plan.manifests(c).map(Result::unwrap).collect::<Vec<_>>()).collect()
+    }
+
+    /// The API server defaults a Job with neither `parallelism` nor `completions` to one
+    /// of each; Karmada's template holds both, so each member receives `completions: 1`.
+    #[test]
+    fn a_job_with_neither_parallelism_nor_completions_gets_one_of_each() {
+        for job in manifests("", "") {
+            assert_eq!((job["spec"]["parallelism"].as_i64(), job["spec"]["completions"].as_i64()), (Some(1), Some(1)));
+        }
+        // A work queue (parallelism alone) stays one.
+        for job in manifests("  parallelism: 2\n", "") {
+            assert!(job["spec"].get("completions").is_none(), "{job}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod dependency_tests {
+    use crate::model::{ClusterState, Limits, RepoFiles};
+
+    /// `web` (propagateDeps) in two policies' hands over its ConfigMap `settings`: Karmada's
+    /// dependencies distributor gives the dependency `Overwrite` when any parent's policy
+    /// overwrites and preserves it when any parent's policy preserves.
+    #[test]
+    fn a_dependency_takes_overwrite_and_preserve_from_any_parent() {
+        let deploy = |name: &str| {
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: c, image: x, envFrom: [{{configMapRef: {{name: settings}}}}]}}]}}\n"
+            )
+        };
+        let policy = |name: &str, extra: &str| {
+            format!(
+                "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  propagateDeps: true\n{extra}  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: {name}}}]\n  placement: {{clusterAffinity: {{clusterNames: [m1]}}}}\n"
+            )
+        };
+        let render = |second: &str| {
+            let docs = [
+                "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {name: m1}\nspec: {syncMode: Push}\n".to_owned(),
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\ndata: {a: b}\n".to_owned(),
+                deploy("web"),
+                deploy("api"),
+                policy("web", ""),
+                policy("api", second),
+            ];
+            let mut files = RepoFiles { revision: "r".into(), ..Default::default() };
+            files.files.insert("fleet.yaml".into(), docs.join("---\n").into_bytes());
+            let plan = crate::plan(&files, &ClusterState::default(), &Limits::default()).unwrap();
+            let cm = plan.manifests("m1").map(Result::unwrap).find(|m| m["kind"] == "ConfigMap").unwrap();
+            let annotations = cm["metadata"]["annotations"].clone();
+            (annotations[super::CONFLICT_ANNOTATION].clone(), annotations[super::PRESERVE_ANNOTATION].clone())
+        };
+        assert_eq!(render(""), ("abort".into(), serde_json::Value::Null));
+        let either = render("  conflictResolution: Overwrite\n  preserveResourcesOnDeletion: true\n");
+        assert_eq!(either, ("overwrite".into(), "true".into()));
     }
 }

@@ -227,21 +227,30 @@ fn attach_dependencies(loaded: &Loaded, targets: &mut BTreeMap<usize, Target>) {
             derived.entry(source).or_default().push(&t.key);
         }
     }
-    let mut extra: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+    // Each dependency's clusters, and whether any parent's policy overwrites or preserves.
+    let mut extra: BTreeMap<usize, (BTreeSet<String>, bool, bool)> = BTreeMap::new();
     for (&parent, target) in targets.iter() {
         let template = &loaded.templates[parent];
-        let propagate =
-            matches!(target.source, Source::Policy(p) if loaded.propagation_policies[p].spec.propagate_deps);
+        let policy = match target.source {
+            Source::Policy(p) => Some(&loaded.propagation_policies[p].spec),
+            _ => None,
+        };
+        let propagate = policy.is_some_and(|p| p.propagate_deps);
+        let overwrite = policy.is_some_and(|p| p.conflict_resolution == Some(ConflictResolution::Overwrite));
+        let preserve = policy.is_some_and(|p| p.preserve_resources_on_deletion == Some(true));
         let mut deps: BTreeSet<ObjectKey> =
             if propagate { dependencies::referenced(template) } else { BTreeSet::new() };
         deps.extend(derived.get(&template.key).into_iter().flatten().map(|k| (*k).clone()));
         for dep in deps.iter().filter_map(|k| index.get(k)) {
-            extra.entry(*dep).or_default().extend(target.clusters.keys().cloned());
+            let entry = extra.entry(*dep).or_default();
+            entry.0.extend(target.clusters.keys().cloned());
+            entry.1 |= overwrite;
+            entry.2 |= preserve;
         }
     }
-    for (dep, clusters) in extra {
+    for (dep, (clusters, overwrite, preserve)) in extra {
         let entry = targets.entry(dep).or_insert_with(|| Target {
-            source: Source::Dependency,
+            source: Source::Dependency { overwrite, preserve },
             clusters: BTreeMap::new(),
             completions: BTreeMap::new(),
             suspended: BTreeSet::new(),

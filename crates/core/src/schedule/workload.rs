@@ -40,7 +40,13 @@ pub fn workload_of(group: &str, kind: &str, object: &Value) -> Workload {
         ("", "Pod") => (1, "/spec"),
         _ => return Workload::default(),
     };
-    let completions = if kind == "Job" { int("/spec/completions") } else { None };
+    // A Job with neither field is defaulted to one of each by the API server (so
+    // Karmada's template holds `completions: 1`).
+    let completions = match kind {
+        "Job" if int("/spec/completions").is_none() && int("/spec/parallelism").is_none() => Some(1),
+        "Job" => int("/spec/completions"),
+        _ => None,
+    };
     Workload { replicas: replicas.max(0), requests: pod_requests(object.pointer(pod)), completions }
 }
 

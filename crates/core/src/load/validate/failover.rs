@@ -21,17 +21,20 @@ pub(super) fn behavior(failover: &FailoverBehavior) -> Check {
     Ok(())
 }
 
-/// Validates a ClusterTaintPolicy: at least one taint, each NoSchedule or NoExecute
-/// with a key, and condition tests with values.
+/// Validates a ClusterTaintPolicy as Karmada's schema and webhook do: at least one
+/// taint, each NoSchedule or NoExecute with a key, no two with the same key and effect,
+/// and condition tests with values. Conditions are optional (without `addOnConditions`
+/// the policy adds nothing, without `removeOnConditions` it removes nothing).
 pub fn cluster_taint_policy(spec: &mut ClusterTaintPolicySpec, _: Option<&str>) -> Check {
     ensure(!spec.taints.is_empty(), || "spec.taints: at least one taint is required".into())?;
-    ensure(!spec.add_on_conditions.is_empty() || !spec.remove_on_conditions.is_empty(), || {
-        "spec: addOnConditions or removeOnConditions is required".into()
-    })?;
     for (i, taint) in spec.taints.iter().enumerate() {
         ensure(!taint.key.is_empty(), || format!("spec.taints[{i}].key: required"))?;
         ensure(matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute"), || {
             format!("spec.taints[{i}].effect: {:?} is not NoSchedule or NoExecute", taint.effect)
+        })?;
+        let twin = spec.taints[i + 1..].iter().any(|t| t.key == taint.key && t.effect == taint.effect);
+        ensure(!twin, || {
+            format!("spec.taints[{i}]: another taint has the same key ({}) and effect ({})", taint.key, taint.effect)
         })?;
     }
     for (field, conditions) in
