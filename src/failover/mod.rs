@@ -272,10 +272,12 @@ impl Failover {
                         continue;
                     };
                     for key in keys {
+                        let object = live.get(key);
                         let healthy =
-                            flotilla_core::status::health(key, live.get(key)) == flotilla_core::status::Health::Healthy;
-                        let event =
-                            Event::Workload { key: key.spelled(), cluster: cluster.clone(), healthy, now: now() };
+                            flotilla_core::status::health(key, object) == flotilla_core::status::Health::Healthy;
+                        let generation = object.and_then(|o| o["metadata"]["generation"].as_i64()).unwrap_or(0);
+                        let (key, cluster) = (key.spelled(), cluster.clone());
+                        let event = Event::Workload { key, cluster, healthy, generation, now: now() };
                         if events.send(event).is_err() {
                             return;
                         }

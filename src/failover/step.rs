@@ -164,6 +164,9 @@ pub enum Event {
         cluster: String,
         /// Healthy there.
         healthy: bool,
+        /// Its `metadata.generation` there (0 when it has none): which spec the health
+        /// is of.
+        generation: i64,
         /// When.
         now: Millis,
     },
@@ -197,6 +200,36 @@ pub enum Action {
     Moved(Move),
 }
 
+/// A workload's health in one member. It counts as failing there only once it was
+/// healthy there at the spec it runs (its generation) and then was not: a workload still
+/// starting, or a change that never became healthy anywhere (a bad image rolled out to
+/// every member), is not moved, so one bad commit cannot cascade evictions across the
+/// fleet. Karmada counts any unhealthy time; docs/failover.md says why flotilla differs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Observed {
+    /// Healthy at the last observation.
+    pub(super) healthy: bool,
+    /// The generation it was last seen healthy at.
+    healthy_at: Option<i64>,
+    /// Since when it has been failing: unhealthy after being healthy at the generation it
+    /// runs.
+    pub(super) failing_since: Option<Millis>,
+}
+
+impl Observed {
+    fn observe(&mut self, healthy: bool, generation: i64, now: Millis) {
+        self.healthy = healthy;
+        if healthy {
+            self.healthy_at = Some(generation);
+            self.failing_since = None;
+        } else if self.healthy_at == Some(generation) {
+            self.failing_since = Some(self.failing_since.unwrap_or(now));
+        } else {
+            self.failing_since = None;
+        }
+    }
+}
+
 /// The loop's state.
 #[derive(Debug)]
 pub struct State {
@@ -211,8 +244,8 @@ pub struct State {
     probes: BTreeMap<String, health::Probes>,
     /// Pull members: last Lease renewal.
     leases: BTreeMap<String, Millis>,
-    /// (workload, member) → since when unhealthy (`None`: healthy).
-    workloads: BTreeMap<(String, String), Option<Millis>>,
+    /// (workload, member) → its health there, as last observed.
+    workloads: BTreeMap<(String, String), Observed>,
     /// Eviction budget.
     tokens: f64,
     last_tick: Option<Millis>,
@@ -287,9 +320,8 @@ impl State {
                 self.leases = leases;
                 Vec::new()
             }
-            Event::Workload { key, cluster, healthy, now } => {
-                let since = self.workloads.entry((key, cluster)).or_insert(None);
-                *since = if healthy { None } else { Some(since.unwrap_or(now)) };
+            Event::Workload { key, cluster, healthy, generation, now } => {
+                self.workloads.entry((key, cluster)).or_default().observe(healthy, generation, now);
                 Vec::new()
             }
             Event::Tick(now) => self.tick(now),

@@ -96,13 +96,9 @@ impl Members {
     /// Write requests (create, update, patch, delete) by the admin user recorded in the
     /// members' audit logs that `filter` accepts (it sees each audit event).
     pub fn writes(&self, filter: impl Fn(&serde_json::Value) -> bool) -> usize {
-        let state = self.state.as_ref().expect("audit logs need FLOTILLA_CLUSTERS_DIR or owned clusters");
         self.names
             .iter()
-            .filter_map(|m| std::fs::read_to_string(state.join(m).join("audit.log")).ok())
-            .flat_map(|log| {
-                log.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect::<Vec<_>>()
-            })
+            .flat_map(|m| self.audit(m))
             .filter(|e| e["user"]["username"] == "admin")
             .filter(|e| {
                 matches!(e["verb"].as_str(), Some("create" | "update" | "patch" | "delete" | "deletecollection"))
@@ -111,18 +107,79 @@ impl Members {
             .count()
     }
 
+    /// The events in `member`'s audit log (write requests; see hack/audit-policy.yaml).
+    pub fn audit(&self, member: &str) -> Vec<serde_json::Value> {
+        let state = self.state.as_ref().expect("audit logs need FLOTILLA_CLUSTERS_DIR or owned clusters");
+        let log = std::fs::read_to_string(state.join(member).join("audit.log")).unwrap_or_default();
+        // A line cut short by a kill is not an event.
+        log.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+
     /// Freezes (SIGSTOP) or thaws (SIGCONT) one member's API server.
     pub fn freeze(&self, member: &str, frozen: bool) {
+        let pid = self.apiserver_pid(member);
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+    }
+
+    /// Kills (SIGKILL) one member's API server: connections to it are refused until
+    /// [`Members::restart`]. Returns its command line, for the restart.
+    pub fn kill(&self, member: &str) -> Vec<std::ffi::OsString> {
+        let pid = self.apiserver_pid(member);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the API server's command line");
+        let args = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(a).to_owned())
+            .collect();
+        assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
+        // Dead once /proc says so (a zombie counts: it no longer listens).
+        let state = format!("/proc/{pid}/stat");
+        while std::fs::read_to_string(&state).is_ok_and(|s| !s.contains(") Z ")) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        args
+    }
+
+    /// Starts a killed member's API server again with the same command line, in its own
+    /// session as local-up starts it, and records its pid so local-down stops it.
+    pub fn restart(&self, member: &str, args: &[std::ffi::OsString]) {
+        let state = self.state.as_ref().expect("owned clusters");
+        let name = format!("{member}-apiserver");
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(state.join("logs").join(format!("{name}.log")))
+            .expect("the API server's log");
+        // It outlives this call, as local-up's processes do: local-down stops it by the pid
+        // recorded below, and this test process reaps it when it exits.
+        #[allow(clippy::zombie_processes)]
+        let child = Command::new("setsid")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("setsid starts the API server");
+        let pids = std::fs::read_to_string(state.join("pids")).unwrap();
+        let pids: String = pids
+            .lines()
+            .map(|l| match l.split_once(' ') {
+                Some((_, n)) if n == name => format!("{} {name}\n", child.id()),
+                _ => format!("{l}\n"),
+            })
+            .collect();
+        std::fs::write(state.join("pids"), pids).unwrap();
+    }
+
+    fn apiserver_pid(&self, member: &str) -> String {
         let state = self.state.as_ref().expect("owned clusters");
         let pids = std::fs::read_to_string(state.join("pids")).unwrap();
-        let pid = pids
-            .lines()
+        pids.lines()
             .find_map(|l| {
                 l.split_once(' ').filter(|(_, name)| *name == format!("{member}-apiserver")).map(|(p, _)| p.to_owned())
             })
-            .expect("the member's API server pid");
-        let signal = if frozen { "-STOP" } else { "-CONT" };
-        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+            .expect("the member's API server pid")
     }
 
     /// Context names, `member1`…

@@ -59,6 +59,12 @@ pub fn is_health_taint(taint: &Taint) -> bool {
     taint.effect == "NoSchedule" && (taint.key == NOT_READY || taint.key == UNREACHABLE)
 }
 
+/// Whether the health overlay holds `cluster` not Ready (it carries a health taint): a
+/// member nothing should contact until it is Ready again.
+pub fn held_not_ready(overlay: &ClusterState, cluster: &str) -> bool {
+    overlay.taints.get(cluster).is_some_and(|t| t.iter().any(is_health_taint))
+}
+
 /// The taints the repo's ClusterTaintPolicies hold on `cluster` with these conditions,
 /// starting from those they held before (`held`): a policy whose `addOnConditions` all
 /// match adds its taints; one whose `removeOnConditions` all match removes them; with

@@ -95,7 +95,7 @@ impl State {
         if health.is_none_or(|h| h.ready != Readiness::True) {
             return None;
         }
-        let since = (*self.workloads.get(&(placed.key.spelled(), placed.cluster.to_owned()))?)?;
+        let since = self.workloads.get(&(placed.key.spelled(), placed.cluster.to_owned()))?.failing_since?;
         let tolerate = app.toleration_seconds();
         (now - since >= tolerate * 1000).then(|| Due {
             reason: format!("unhealthy for {}s (tolerated {tolerate}s)", (now - since) / 1000),
@@ -113,7 +113,7 @@ impl State {
             let placed = plan.placements.get(key).into_iter().flat_map(|p| p.clusters.keys());
             let running: Vec<&String> = placed.filter(|c| !evicted.contains(*c)).collect();
             let healthy_elsewhere = !running.is_empty()
-                && running.iter().all(|c| workloads.get(&(key.clone(), (*c).clone())).is_some_and(Option::is_none));
+                && running.iter().all(|c| workloads.get(&(key.clone(), (*c).clone())).is_some_and(|o| o.healthy));
             for task in tasks.values_mut().filter(|t| t.kept && t.purge == PurgeMode::Gracefully) {
                 if healthy_elsewhere || task.keep_until.is_some_and(|until| now >= until) {
                     task.kept = false;

@@ -119,7 +119,7 @@ fn a_graceful_copy_goes_once_the_replicas_elsewhere_are_healthy() {
     placement.clusters = BTreeMap::from([("member1".into(), 5), ("member2".into(), 3), ("member3".into(), 4)]);
     state.step(Event::Rendered(Arc::new(moved_plan)));
     let health = |state: &mut State, cluster: &str, healthy: bool, now: Millis| {
-        state.step(Event::Workload { key: key("web"), cluster: cluster.into(), healthy, now });
+        state.step(Event::Workload { key: key("web"), cluster: cluster.into(), healthy, generation: 1, now });
     };
     health(&mut state, "member1", true, 15 * S);
     health(&mut state, "member3", false, 15 * S);
@@ -238,21 +238,150 @@ fn a_new_leader_continues_from_the_stored_memory() {
     assert_eq!(next.memory().history.len(), 1);
 }
 
+/// `web` in member1 observed (healthy or not, at `generation`) at `t`, every member
+/// Ready, then a tick.
+fn observed(state: &mut State, healthy: bool, generation: i64, t: Millis) -> Vec<Action> {
+    state.step(Event::Workload { key: key("web"), cluster: "member1".into(), healthy, generation, now: t });
+    for cluster in ["member1", "member2"] {
+        state.step(Event::Probed { cluster: cluster.into(), ok: true, now: t });
+    }
+    state.step(Event::Leases(BTreeMap::from([("member3".into(), t)])));
+    state.step(Event::Tick(t))
+}
+
+const APP_FAILOVER: &str =
+    "  failover:\n    application: {decisionConditions: {tolerationSeconds: 5}, purgeMode: Directly}\n";
+
 #[test]
 fn an_unhealthy_application_moves_after_its_toleration_from_a_ready_member() {
-    let app = "  failover:\n    application: {decisionConditions: {tolerationSeconds: 5}, purgeMode: Directly}\n";
-    let mut state = leading(settings(), plan(&[CLUSTERS, &workload("web", 9, app)]));
-    let sick = |state: &mut State, t: Millis| {
-        state.step(Event::Workload { key: key("web"), cluster: "member1".into(), healthy: false, now: t });
-        for cluster in ["member1", "member2"] {
-            state.step(Event::Probed { cluster: cluster.into(), ok: true, now: t });
-        }
-        state.step(Event::Leases(BTreeMap::from([("member3".into(), t)])));
-        state.step(Event::Tick(t))
-    };
-    for t in 1..=5 {
-        assert!(moved(&sick(&mut state, t * S)).is_empty());
+    let mut state = leading(settings(), plan(&[CLUSTERS, &workload("web", 9, APP_FAILOVER)]));
+    assert!(moved(&observed(&mut state, true, 1, S)).is_empty());
+    for t in 2..=6 {
+        assert!(moved(&observed(&mut state, false, 1, t * S)).is_empty());
     }
-    assert_eq!(moved(&sick(&mut state, 6 * S)), [("web".to_owned(), "member1".to_owned())]);
+    assert_eq!(moved(&observed(&mut state, false, 1, 7 * S)), [("web".to_owned(), "member1".to_owned())]);
     assert_eq!(state.overlay().evictions[&key("web")]["member1"], Evicted { keep: None }, "Directly: gone at once");
+}
+
+/// A workload that never was healthy in a member (still starting, or pods that cannot
+/// start there) is not moved, however long: failover moves what broke, not what never
+/// worked (docs/failover.md).
+#[test]
+fn a_workload_never_healthy_in_a_member_is_not_moved_from_it() {
+    let mut state = leading(settings(), plan(&[CLUSTERS, &workload("web", 9, APP_FAILOVER)]));
+    for t in 1..=120 {
+        assert!(moved(&observed(&mut state, false, 1, t * S)).is_empty(), "at {t}s");
+    }
+}
+
+/// A change that never becomes healthy (a bad image: a new generation) is the rollout's
+/// business; failover does not move it, so one bad commit cannot cascade evictions. The
+/// next generation that turns healthy and then breaks is moved again.
+#[test]
+fn a_new_generation_that_never_turns_healthy_is_not_moved_but_one_that_breaks_is() {
+    let mut state = leading(settings(), plan(&[CLUSTERS, &workload("web", 9, APP_FAILOVER)]));
+    assert!(moved(&observed(&mut state, true, 1, S)).is_empty());
+    for t in 2..=60 {
+        assert!(moved(&observed(&mut state, false, 2, t * S)).is_empty(), "at {t}s");
+    }
+    assert!(moved(&observed(&mut state, true, 3, 61 * S)).is_empty());
+    for t in 62..=66 {
+        assert!(moved(&observed(&mut state, false, 3, t * S)).is_empty());
+    }
+    assert_eq!(moved(&observed(&mut state, false, 3, 67 * S)), [("web".to_owned(), "member1".to_owned())]);
+}
+
+/// One step of a random history of the failover loop.
+#[derive(Debug, Clone)]
+enum Random {
+    /// member1 or member2 answers its probe, or not.
+    Probe(bool, bool),
+    /// member3's agent renews its Lease.
+    Renew,
+    /// A workload (web or batch) in a member (1..=3) is observed, healthy or not, at a
+    /// generation (1..=3).
+    Workload(bool, usize, bool, i64),
+    /// The lease is won or lost.
+    Leading(bool),
+    /// Time passes (ms), then a tick.
+    Wait(i64),
+}
+
+fn random_history() -> impl Strategy<Value = Vec<Random>> {
+    let step = prop_oneof![
+        4 => (any::<bool>(), proptest::bool::weighted(0.7)).prop_map(|(m, ok)| Random::Probe(m, ok)),
+        2 => Just(Random::Renew),
+        4 => (any::<bool>(), 1usize..=3, proptest::bool::weighted(0.6), 1i64..=3)
+            .prop_map(|(web, m, healthy, generation)| Random::Workload(web, m, healthy, generation)),
+        1 => proptest::bool::weighted(0.85).prop_map(Random::Leading),
+        6 => (0i64..4_000).prop_map(Random::Wait),
+    ];
+    proptest::collection::vec(step, 1..200)
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    /// Over random histories of probes, Lease renewals, workload health, lease changes
+    /// and time: nothing is moved or stored without the lease; evictions keep to the
+    /// rate; none while most members are not Ready; and application failover moves only
+    /// a workload that was healthy in that member at the generation it runs, then not.
+    #[test]
+    fn failover_keeps_its_invariants_over_random_histories(history in random_history()) {
+        let app = "  failover:\n    application: {decisionConditions: {tolerationSeconds: 2}, purgeMode: Directly}\n";
+        let mut state = leading(settings(), plan(&[CLUSTERS, TAINT_POLICY, &workload("web", 9, GRACEFUL), &workload("batch", 9, app)]));
+        let (mut now, mut leading, mut moves) = (0, true, 0.0f64);
+        let (mut first_move_at, rate) = (None::<Millis>, settings().eviction_rate);
+        // (workload, member) → (generation it was last healthy at, failing: was healthy
+        // at the generation it runs, and is not now).
+        let mut model: BTreeMap<(String, String), (Option<i64>, bool)> = BTreeMap::new();
+        for step in history {
+            let event = match step {
+                Random::Probe(first, ok) => {
+                    let cluster = if first { "member1" } else { "member2" };
+                    Event::Probed { cluster: cluster.into(), ok, now }
+                }
+                Random::Renew => Event::Leases(BTreeMap::from([("member3".into(), now)])),
+                Random::Workload(web, m, healthy, generation) => {
+                    let (name, cluster) = (if web { "web" } else { "batch" }, format!("member{m}"));
+                    let seen = model.entry((key(name), cluster.clone())).or_default();
+                    if healthy {
+                        *seen = (Some(generation), false);
+                    } else {
+                        seen.1 = seen.0 == Some(generation);
+                    }
+                    Event::Workload { key: key(name), cluster, healthy, generation, now }
+                }
+                Random::Leading(lead) => {
+                    leading = lead;
+                    Event::Leading(lead, now)
+                }
+                Random::Wait(ms) => {
+                    now += ms;
+                    Event::Tick(now)
+                }
+            };
+            let reloading = matches!(event, Event::Leading(true, _));
+            for action in state.step(event) {
+                match action {
+                    Action::Moved(m) => {
+                        prop_assert!(leading, "a move without the lease: {m:?}");
+                        let not_ready = state.memory().clusters.values().filter(|h| h.ready != Readiness::True).count();
+                        prop_assert!(not_ready * 100 <= 55 * 3, "a move while {not_ready} of 3 members are not Ready");
+                        if m.reason.starts_with("unhealthy for") {
+                            let failing = model.get(&(m.object.clone(), m.from.clone())).is_some_and(|s| s.1);
+                            prop_assert!(failing, "{} moved from {} though it never broke there", m.object, m.from);
+                        }
+                        moves += 1.0;
+                        let since = *first_move_at.get_or_insert(now);
+                        let allowed = settings().eviction_rate.max(1.0) + rate * (now - since) as f64 / 1000.0;
+                        prop_assert!(moves <= allowed + 1e-9, "{moves} moves in {} ms", now - since);
+                    }
+                    Action::Save(_) | Action::Publish(_) => prop_assert!(leading, "stored or published without the lease"),
+                    Action::Load => prop_assert!(reloading, "loaded memory other than on winning the lease"),
+                    _ => {}
+                }
+            }
+        }
+    }
 }

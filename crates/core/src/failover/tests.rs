@@ -165,3 +165,21 @@ fn a_bad_taint_policy_or_failover_spec_names_its_file_and_line() {
     let err = crate::plan(&files(&typo), &ClusterState::default(), &Limits::default()).unwrap_err().to_string();
     assert!(err.contains("fleet.yaml") && err.contains("purgeMod"), "{err}");
 }
+
+/// Karmada's schema requires only `taints`; its webhook refuses two taints with the
+/// same key and effect (`validating_test.go`: "duplicate taints").
+#[test]
+fn a_taint_policy_needs_only_taints_and_no_two_alike() {
+    let load = |spec: &str| {
+        let text = format!(
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterTaintPolicy\nmetadata: {{name: t}}\nspec:\n{spec}"
+        );
+        crate::load::load(&files(&text), &Limits::default())
+    };
+    let only_taints = load("  taints: [{key: maintenance, effect: NoSchedule}]\n").unwrap();
+    assert!(only_taints.cluster_taint_policies[0].spec.add_on_conditions.is_empty());
+    let twice = load("  taints: [{key: a, effect: NoSchedule}, {key: a, effect: NoSchedule}]\n").unwrap_err();
+    assert!(twice.to_string().contains("spec.taints[0]: another taint has the same key (a)"), "{twice}");
+    load("  taints: [{key: a, effect: NoSchedule}, {key: a, effect: NoExecute}]\n").unwrap();
+    assert!(load("  taints: []\n").unwrap_err().to_string().contains("at least one taint"));
+}
