@@ -3,9 +3,11 @@
 //!
 //! - A candidate takes a Lease that is missing, released (no holder), or whose record
 //!   has not changed for the record's own duration *as this process observed it*: time
-//!   is measured on the local monotonic clock from when the record was first seen, never
-//!   by comparing another node's `renewTime` with our wall clock, so clock skew between
-//!   nodes cannot hand the lease to two holders.
+//!   is measured on the local monotonic clock from when the answer that first showed the
+//!   record arrived (as client-go's `observedTime`; not from when that read was sent, as
+//!   the record may have been written while the read was on its way), never by comparing
+//!   another node's `renewTime` with our wall clock, so clock skew between nodes cannot
+//!   hand the lease to two holders.
 //! - Writes carry the `resourceVersion` they read, so of two candidates one wins.
 //! - The holder renews every retry period, and stops leading once it has not renewed
 //!   within the renew deadline, which is shorter than the duration. Its leadership is
@@ -34,8 +36,11 @@ pub struct Seen {
 #[derive(Debug, Clone)]
 pub enum Event {
     /// The Lease was read (`None`: there is none). `now` is taken before the read was
-    /// sent; `wall` is the wall-clock time written into a record.
-    Seen { now: Instant, wall: Timestamp, lease: Option<Seen> },
+    /// sent, `received` when its answer came; `wall` is the wall-clock time written into
+    /// a record. A leader counts its leadership from `now` (the record it writes next
+    /// can be no older); another candidate counts a record's age from `received` (the
+    /// record may have been written while the read was on its way).
+    Seen { now: Instant, received: Instant, wall: Timestamp, lease: Option<Seen> },
     /// Reading the Lease failed or timed out.
     Unseen { now: Instant },
     /// The write decided after the last `Seen` succeeded, leaving this Lease.
@@ -78,6 +83,11 @@ impl Timing {
         if duration < Duration::from_secs(1) {
             return Err(format!("the lease duration ({duration:?}) must be at least 1s"));
         }
+        if duration.subsec_nanos() != 0 {
+            // Others wait for the record's whole seconds, so a shorter wait than ours
+            // would let them take the lease while this leader still writes.
+            return Err(format!("the lease duration ({duration:?}) must be whole seconds, as a Lease records it"));
+        }
         if deadline >= duration {
             return Err(format!(
                 "the renew deadline ({deadline:?}) must be shorter than the lease duration ({duration:?})"
@@ -87,6 +97,12 @@ impl Timing {
             return Err(format!("the retry period ({retry:?}) must be shorter than the renew deadline ({deadline:?})"));
         }
         Ok(Self { duration, deadline, retry })
+    }
+
+    /// How long one attempt's requests (a read, and the write it decides) may take: a
+    /// retry period, at least a second, and never past the renew deadline.
+    pub fn attempt(&self) -> Duration {
+        self.retry.max(Duration::from_secs(1)).min(self.deadline)
     }
 }
 
@@ -124,10 +140,10 @@ impl Elector {
     pub fn step(&mut self, event: Event) -> Vec<Action> {
         let was = self.until.is_some();
         let mut actions = match event {
-            Event::Seen { now, wall, lease } => {
-                self.expire(now);
+            Event::Seen { now, received, wall, lease } => {
+                self.expire(received);
                 self.pending = None;
-                self.decide(now, wall, lease).into_iter().collect()
+                self.decide(now, received, wall, lease).into_iter().collect()
             }
             Event::Unseen { now } | Event::WriteFailed { now } | Event::Tick { now } => {
                 self.pending = None;
@@ -157,21 +173,22 @@ impl Elector {
         }
     }
 
-    fn decide(&mut self, now: Instant, wall: Timestamp, lease: Option<Seen>) -> Option<Action> {
+    fn decide(&mut self, now: Instant, received: Instant, wall: Timestamp, lease: Option<Seen>) -> Option<Action> {
         let Some(lease) = lease else {
             self.until = None;
             self.pending = Some(now);
             return Some(Action::Create(self.record(wall, None)));
         };
-        if self.observed.as_ref().is_none_or(|(observed, _)| observed.spec != lease.spec) {
-            self.observed = Some((lease.clone(), now));
+        // Any write changes the version, so a renewal is seen even within one wall-clock tick.
+        if self.observed.as_ref().is_none_or(|(observed, _)| observed != &lease) {
+            self.observed = Some((lease.clone(), received));
         }
         let Seen { spec, version } = lease;
         let held_by_other = spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty() && h != self.identity);
         if held_by_other {
             // Whatever this process believed, someone else holds it now.
             self.until = None;
-            let seen_at = self.observed.as_ref().map_or(now, |(_, at)| *at);
+            let seen_at = self.observed.as_ref().map_or(received, |(_, at)| *at);
             let lasts = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64);
             if now < seen_at + lasts {
                 return None;
@@ -214,6 +231,9 @@ impl Elector {
 }
 
 #[cfg(test)]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -238,7 +258,7 @@ mod tests {
     }
 
     fn look(e: &mut Elector, now: Instant, lease: Option<Seen>) -> Vec<Action> {
-        e.step(Event::Seen { now, wall: wall(), lease })
+        e.step(Event::Seen { now, received: now, wall: wall(), lease })
     }
 
     fn written(action: &Action, version: &str) -> Seen {
@@ -262,6 +282,7 @@ mod tests {
         assert!(Timing::new(s(15), Some(s(15)), None).unwrap_err().contains("renew deadline"));
         assert!(Timing::new(s(15), Some(s(5)), Some(s(5))).unwrap_err().contains("retry period"));
         assert!(Timing::new(Duration::from_millis(500), None, None).is_err());
+        assert!(Timing::new(Duration::from_millis(1500), None, None).unwrap_err().contains("whole seconds"));
     }
 
     #[test]
@@ -387,5 +408,36 @@ mod tests {
         let mut b = Elector::new("b".into(), timing());
         look(&mut b, t0, Some(seen(Some("a"), "2")));
         assert_eq!(b.step(Event::Release), vec![]);
+    }
+
+    #[test]
+    fn a_record_is_observed_from_when_its_read_returns_not_from_when_it_was_sent() {
+        // A one-second lease: 667 ms deadline, and a read may take up to 667 ms.
+        let timing = Timing::new(Duration::from_secs(1), None, None).unwrap();
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut leader = Elector::new("a".into(), timing);
+        let mut standby = Elector::new("b".into(), timing);
+        let create = look(&mut leader, t0, None);
+        leader.step(Event::Wrote(written(&create[0], "1")));
+        // The standby's read is sent 600 ms before the leader renews, and answered after.
+        let sent = t0 + ms(400);
+        let renew = look(&mut leader, t0 + ms(1000), Some(written(&create[0], "1")));
+        let renewed = written(&renew[0], "2");
+        leader.step(Event::Wrote(renewed.clone()));
+        assert_eq!(leader.until(), Some(t0 + ms(1000) + timing.deadline));
+        let answered = t0 + ms(1010);
+        assert_eq!(
+            standby.step(Event::Seen { now: sent, received: answered, wall: wall(), lease: Some(renewed.clone()) }),
+            vec![]
+        );
+        // The leader freezes. One lease duration after the standby *sent* that read, the
+        // leader still holds; the standby must wait a duration from the answer.
+        let at = sent + timing.duration;
+        assert!(leader.leading(at));
+        assert_eq!(look(&mut standby, at, Some(renewed.clone())), vec![]);
+        let take = look(&mut standby, answered + timing.duration, Some(renewed));
+        assert!(matches!(&take[..], [Action::Replace { .. }]));
+        assert!(!leader.leading(answered + timing.duration));
     }
 }

@@ -128,7 +128,10 @@ impl Campaign {
             // A request may take until the next attempt, and never past the leadership.
             let bound = self.bound(now);
             let event = match timeout_at(bound.into(), self.api.get_opt(&self.name)).await {
-                Ok(Ok(lease)) => Event::Seen { now, wall: k8s_openapi::jiff::Timestamp::now(), lease: lease.map(seen) },
+                Ok(Ok(lease)) => {
+                    let (received, wall) = (Instant::now(), k8s_openapi::jiff::Timestamp::now());
+                    Event::Seen { now, received, wall, lease: lease.map(seen) }
+                }
                 Ok(Err(e)) => {
                     warn!(error = %e, "cannot read the lease");
                     Event::Unseen { now }
@@ -155,7 +158,7 @@ impl Campaign {
 
     /// The end of the current attempt's requests.
     fn bound(&self, now: Instant) -> Instant {
-        let attempt = now + self.timing.retry.max(Duration::from_secs(1)).min(self.timing.deadline);
+        let attempt = now + self.timing.attempt();
         self.elector.until().map_or(attempt, |until| until.min(attempt))
     }
 
