@@ -4,11 +4,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+
+use super::apply::Served;
 
 /// What a kubeconfig may use.
 #[derive(Debug, Clone, Copy, Default)]
@@ -59,15 +61,22 @@ pub fn read(path: &Path) -> Result<Kubeconfig, ConnectError> {
 /// timeouts change. Reusing a client reuses its connections and TLS sessions; a
 /// long-running controller that built fresh clients every cycle left the old clients'
 /// connection tasks and buffers behind, and its memory crept up.
+///
+/// Beside each member's own client the pool keeps what that member serves
+/// ([`Served`]), so a run resolves kinds without discovery requests; a rebuilt client
+/// (a changed entry) starts with nothing kept.
 #[derive(Default)]
 pub struct Pool {
-    made: Mutex<HashMap<String, ([u8; 32], Client)>>,
+    made: Mutex<HashMap<String, Made>>,
     /// Held while a client is built, so loops that ask for the same member at once
     /// (the reconcile loop and the failover probe, at start) build it once.
     building: tokio::sync::Mutex<()>,
     /// Clients built; the controller exports it as `flotilla_member_clients_built_total`.
     built: prometheus_client::metrics::counter::Counter,
 }
+
+/// A kept client: the digest of its entry, the client, and what its member serves.
+type Made = ([u8; 32], Client, Arc<Served>);
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,7 +102,7 @@ impl Pool {
         };
         let kept = || {
             let made = self.made.lock().expect("client pool lock");
-            made.get(&slot).filter(|(seen, _)| *seen == entry).map(|(_, client)| client.clone())
+            made.get(&slot).filter(|(seen, ..)| *seen == entry).map(|(_, client, _)| client.clone())
         };
         if let Some(client) = kept() {
             return Ok(client);
@@ -104,8 +113,14 @@ impl Pool {
         }
         let made = client(kubeconfig, cluster, trust, timeout, acting_as).await?;
         self.built.inc();
-        self.made.lock().expect("client pool lock").insert(slot, (entry, made.clone()));
+        self.made.lock().expect("client pool lock").insert(slot, (entry, made.clone(), Arc::default()));
         Ok(made)
+    }
+
+    /// What `cluster` serves, as its kept client last read it (none before a client
+    /// for it was made).
+    pub fn served(&self, cluster: &str) -> Option<Arc<Served>> {
+        self.made.lock().expect("client pool lock").get(cluster).map(|(.., served)| served.clone())
     }
 
     /// Drops the clients of clusters the kubeconfig no longer names.

@@ -257,6 +257,7 @@ fn settings<'a>(
         adopt: options.adopt,
         scope: options.scope.map(|project| (cluster, project)),
         acting,
+        served: options.pool.served(cluster),
     }
 }
 

@@ -10,6 +10,7 @@
 //! | the member is Ready again     | try at once                                               |
 //! | the lease is lost or gained   | cancel the attempt in flight; forget the target: a new    |
 //! |                               | leader applies what it publishes from a fresh fetch       |
+//! | a target while not leading    | ignored: it was published before the lease was lost       |
 //! | an attempt ends, complete     | the target is applied; no retry                           |
 //! | an attempt ends, objects      | the target is applied (the revision is there), and the    |
 //! | refused (a kind not served)   | refused objects are retried after the backoff             |
@@ -195,7 +196,10 @@ impl State {
         let mut actions = Vec::new();
         let now = match event {
             Event::Target(goal) => {
-                if self.target.is_some_and(|t| t.generation >= goal.generation) {
+                // A target that reaches a standby was published before the lease was
+                // lost: applied after the lease comes back, it could undo what another
+                // leader applied meanwhile. The new term publishes afresh.
+                if !self.leading || self.target.is_some_and(|t| t.generation >= goal.generation) {
                     return actions;
                 }
                 self.target = Some(goal);

@@ -49,6 +49,11 @@ impl Worker {
         loop {
             let retry_at = state.retry_at();
             let event = tokio::select! {
+                // The lease first: a target published under a term this worker has not
+                // seen begin yet must not meet it standing by and be dropped, and one
+                // published before the lease was lost must meet it standing by.
+                biased;
+                _ = crate::leader::changed(&mut self.leading) => Event::Leading(*self.leading.borrow()),
                 changed = targets.changed() => {
                     if changed.is_err() {
                         // The member left: its attempt in flight is dropped with it.
@@ -62,7 +67,6 @@ impl Worker {
                     latest = Some(target);
                     Event::Target(goal)
                 }
-                _ = crate::leader::changed(&mut self.leading) => Event::Leading(*self.leading.borrow()),
                 _ = changed(&mut self.health) => Event::Ready(self.ready()),
                 ((outcome, took), generation) = run(&mut attempt) => {
                     attempt = None;
@@ -119,8 +123,7 @@ impl Worker {
     /// failover loop, every member is.
     fn ready(&self) -> bool {
         let Some(health) = &self.health else { return true };
-        let overlay = health.borrow();
-        !overlay.taints.get(&self.name).is_some_and(|t| t.iter().any(flotilla_core::failover::is_health_taint))
+        !flotilla_core::failover::held_not_ready(&health.borrow(), &self.name)
     }
 
     /// One attempt at `target`, bounded by the cluster timeout and not retried here.

@@ -16,7 +16,8 @@
 //! A cycle renders and publishes; each member's worker converges on what is published
 //! on its own, with its own retries (`crate::members::step`): one member failing never
 //! makes the fleet retry, nor waits for it.
-//! | leadership gained or lost      | forget what is applied: a new leader applies afresh     |
+//! | leadership gained or lost      | forget what is applied and the last good revision: a    |
+//! |                                | new leader applies afresh, and only what it rendered    |
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -164,8 +165,12 @@ impl State {
             Event::Leading(leading) => {
                 self.leading = leading;
                 // A new leader applies afresh; one that lost the lease must not think
-                // what it had applied is still current when it leads again.
+                // what it had applied is still current when it leads again. Nor that
+                // its last good revision is: another leader may have applied newer ones
+                // meanwhile, and re-applying an old one would prune what they added. A
+                // new leader whose head does not render applies nothing until one does.
                 self.applied = None;
+                self.good = None;
                 self.last_cycle = None;
                 self.retry = false;
                 self.cycled = false;
@@ -185,10 +190,12 @@ impl State {
             Some(applied) if applied == head && forced => Why::Forced,
             Some(applied) if applied == head && due => Why::Resync,
             Some(applied) if applied == head => return actions,
-            Some(previous) if rewritten => Why::Rewritten { previous },
-            _ if self.retry && self.good == Some(head) => Why::Retry,
+            // A head that did not render is not rendered again at every fetch (a
+            // force-pushed one is "rewritten" at each), only the last good one on resync.
             _ if self.broken == Some(head) && !(due || forced) => return actions,
             _ if self.broken == Some(head) => return self.resync_good(actions, Why::Resync),
+            Some(previous) if rewritten => Why::Rewritten { previous },
+            _ if self.retry && self.good == Some(head) => Why::Retry,
             _ => Why::New,
         };
         actions.push(Action::Reconcile { revision: head, why });
@@ -209,7 +216,9 @@ impl State {
             actions.push(Action::SourceLost(reason.clone()));
         }
         self.source_unavailable = Some(reason);
-        if self.due(now) || std::mem::take(&mut self.forced) {
+        // A cycle asked for is owed once: this one pays it, due or not.
+        let forced = std::mem::take(&mut self.forced);
+        if self.due(now) || forced {
             return self.resync_good(actions, Why::SourceUnavailable);
         }
         actions
@@ -239,6 +248,9 @@ impl State {
         dropped
     }
 }
+
+#[cfg(test)]
+mod properties;
 
 #[cfg(test)]
 mod tests {
@@ -314,6 +326,24 @@ mod tests {
         state.step(Event::Forced);
         assert_eq!(fetched(&mut state, rev(1), t0), [Action::Reconcile { revision: rev(1), why: Why::Forced }]);
         assert!(fetched(&mut state, rev(1), t0).is_empty(), "forcing is used up");
+    }
+
+    #[test]
+    fn a_force_pushed_head_that_does_not_render_is_not_rendered_again_at_every_fetch() {
+        let t0 = Instant::now();
+        let mut state = applied(t0);
+        let rewritten = |state: &mut State, now| state.step(Event::Fetched { head: rev(2), rewritten: true, now });
+        let previous = rev(1);
+        assert_eq!(
+            rewritten(&mut state, t0),
+            [Action::Reconcile { revision: rev(2), why: Why::Rewritten { previous } }]
+        );
+        state.step(Event::Cycled { revision: rev(2), outcome: Outcome::RenderFailed, now: t0 });
+        assert!(rewritten(&mut state, t0 + Duration::from_secs(1)).is_empty(), "found by the property test");
+        assert_eq!(
+            rewritten(&mut state, t0 + Duration::from_secs(300)),
+            [Action::Reconcile { revision: rev(1), why: Why::Resync }]
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Which API a kind is served by (resolved once per run, with why it is not), and the
 //! live state of the objects flotilla manages.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use flotilla_core::model::ObjectKey;
 use flotilla_core::render::MANAGED_LABEL;
@@ -19,6 +21,44 @@ pub struct Kinds<'a> {
     client: &'a Client,
     acting: &'a Client,
     known: BTreeMap<(String, String), Result<(ApiResource, Scope), Unresolved>>,
+    served: Option<Arc<Served>>,
+}
+
+/// How long a group version's resource list read from a member is trusted by the next
+/// runs against that member. A kind missing from a trusted list is read again at once.
+const SERVED_FOR: Duration = Duration::from_secs(300);
+
+/// The resources one group version serves, with their scope.
+type Resources = Arc<[(ApiResource, Scope)]>;
+
+/// What one member serves, kept between runs (the controller's client pool holds one
+/// per member): each group version's resource list as last read, with when. A run takes
+/// a kind from here without a request while the list is younger than [`SERVED_FOR`] and
+/// names the kind; a kind it does not name is asked of the member again, so "not served"
+/// (which lets prune forget an object) is only ever the member's live answer. Failures
+/// are never kept. Each member has its own, so a slow member's discovery is only ever
+/// on that member's path.
+#[derive(Debug, Default)]
+pub struct Served {
+    lists: Mutex<HashMap<String, (Instant, Resources)>>,
+}
+
+impl Served {
+    fn fresh(&self, api_version: &str, kind: &str) -> Option<Resources> {
+        let lists = self.lists.lock().expect("served lock");
+        let (read, list) = lists.get(api_version)?;
+        (read.elapsed() < SERVED_FOR && list.iter().any(|(ar, _)| ar.kind == kind)).then(|| list.clone())
+    }
+
+    fn keep(&self, api_version: &str, list: Resources) {
+        self.lists.lock().expect("served lock").insert(api_version.to_owned(), (Instant::now(), list));
+    }
+
+    /// Group versions kept.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.lists.lock().expect("served lock").len()
+    }
 }
 
 /// Why a kind did not resolve. Only a cluster that answers "not served" lets prune
@@ -47,7 +87,12 @@ impl Unresolved {
 impl<'a> Kinds<'a> {
     /// An empty cache: discovery through `client`, objects through `acting`.
     pub fn new(client: &'a Client, acting: &'a Client) -> Self {
-        Self { client, acting, known: BTreeMap::new() }
+        Self { client, acting, known: BTreeMap::new(), served: None }
+    }
+
+    /// The same, taking group versions from (and keeping them in) a member's [`Served`].
+    pub fn keeping(client: &'a Client, acting: &'a Client, served: Option<Arc<Served>>) -> Self {
+        Self { served, ..Self::new(client, acting) }
     }
 
     /// The API of `key`'s kind. The first kind asked of a group version reads that
@@ -58,19 +103,40 @@ impl<'a> Kinds<'a> {
         if let Some(found) = self.known.get(&id) {
             return found.clone();
         }
-        let (group, version) = key.api_version.rsplit_once('/').unwrap_or(("", &key.api_version));
+        let kept = self.served.as_ref().and_then(|s| s.fresh(&key.api_version, &key.kind));
+        match kept {
+            Some(list) => self.learn(&key.api_version, &list),
+            None => self.discover(key).await,
+        }
         let what = || format!("{} {}", key.api_version, key.kind);
+        self.known.entry(id).or_insert_with(|| Err(Unresolved::NotServed(what()))).clone()
+    }
+
+    /// Reads `key`'s group version from the member (one request) and learns its kinds.
+    async fn discover(&mut self, key: &ObjectKey) {
+        let (group, version) = key.api_version.rsplit_once('/').unwrap_or(("", &key.api_version));
         match kube::discovery::pinned_group(self.client, &GroupVersion::gv(group, version)).await {
             Ok(served) => {
-                for (ar, caps) in served.versioned_resources(version) {
-                    self.known.entry((key.api_version.clone(), ar.kind.clone())).or_insert(Ok((ar, caps.scope)));
+                let list: Resources =
+                    served.versioned_resources(version).into_iter().map(|(ar, caps)| (ar, caps.scope)).collect();
+                if let Some(kept) = &self.served {
+                    kept.keep(&key.api_version, list.clone());
                 }
+                self.learn(&key.api_version, &list);
             }
             Err(e) => {
-                self.known.insert(id.clone(), Err(Unresolved::of(what(), e)));
+                let what = format!("{} {}", key.api_version, key.kind);
+                self.known.insert((key.api_version.clone(), key.kind.clone()), Err(Unresolved::of(what, e)));
             }
         }
-        self.known.entry(id).or_insert_with(|| Err(Unresolved::NotServed(what()))).clone()
+    }
+
+    fn learn(&mut self, api_version: &str, list: &[(ApiResource, Scope)]) {
+        for (ar, scope) in list {
+            self.known
+                .entry((api_version.to_owned(), ar.kind.clone()))
+                .or_insert_with(|| Ok((ar.clone(), scope.clone())));
+        }
     }
 
     /// An already resolved kind.
@@ -174,7 +240,65 @@ pub async fn observe_into<'k, T>(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
+
+    /// A member that serves apps/v1 Deployments and counts its discovery requests.
+    async fn member() -> (Client, Arc<AtomicUsize>) {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = asked.clone();
+        let list = serde_json::json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1",
+            "resources": [{"name": "deployments", "singularName": "deployment", "namespaced": true,
+                           "kind": "Deployment", "verbs": ["get", "list", "patch"]}]});
+        let app = axum::Router::new().route(
+            "/apis/apps/v1",
+            axum::routing::get(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let body = list.to_string();
+                async move { ([(http::header::CONTENT_TYPE, "application/json")], body) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let config = kube::Config::new(url.parse().unwrap());
+        (Client::try_from(config).unwrap(), asked)
+    }
+
+    fn key(kind: &str) -> ObjectKey {
+        ObjectKey {
+            api_version: "apps/v1".into(),
+            kind: kind.into(),
+            namespace: Some("default".into()),
+            name: "web".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_member_s_kinds_are_read_once_across_runs_and_a_missing_kind_is_asked_again() {
+        let (client, asked) = member().await;
+        let served = Arc::new(Served::default());
+        for _ in 0..3 {
+            let mut kinds = Kinds::keeping(&client, &client, Some(served.clone()));
+            let (ar, scope) = kinds.resolve(&key("Deployment")).await.unwrap();
+            assert_eq!((ar.plural.as_str(), scope), ("deployments", Scope::Namespaced));
+        }
+        assert_eq!(asked.load(Ordering::SeqCst), 1, "three runs, one discovery request");
+        assert_eq!(served.len(), 1);
+
+        // A kind the kept list does not name is the member's live answer, every run.
+        for run in 1..=2 {
+            let mut kinds = Kinds::keeping(&client, &client, Some(served.clone()));
+            assert!(matches!(kinds.resolve(&key("Gadget")).await, Err(Unresolved::NotServed(_))));
+            assert_eq!(asked.load(Ordering::SeqCst), 1 + run);
+        }
+
+        // Without a kept list (a one-shot run), each run asks.
+        let mut kinds = Kinds::new(&client, &client);
+        kinds.resolve(&key("Deployment")).await.unwrap();
+        assert_eq!(asked.load(Ordering::SeqCst), 4);
+    }
 
     #[test]
     fn a_page_holds_what_is_wanted_and_one_more_within_bounds() {

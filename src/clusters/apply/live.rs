@@ -44,7 +44,7 @@ pub async fn observe_share(
         Err(refused) => plan.prune_refused = Some(refused.to_string()),
     }
     // Resolve every kind first (one discovery each), then read every object.
-    let mut kinds = Kinds::new(client, &settings.acting);
+    let mut kinds = Kinds::keeping(client, &settings.acting, settings.served.clone());
     let mut work = Vec::new();
     for d in share.finish_all()? {
         let api = kinds.resolve(&d.key).await.map(|(ar, scope)| kinds.api(&ar, &scope, d.key.namespace.as_deref()));

@@ -21,7 +21,7 @@ mod delete;
 mod kinds;
 pub mod live;
 
-pub use kinds::{Kinds, Unresolved, observe};
+pub use kinds::{Kinds, Served, Unresolved, observe};
 
 use super::{FIELD_MANAGER, inventory};
 use crate::leader::Fence;
@@ -111,6 +111,8 @@ pub struct Settings<'a> {
     /// The client objects are read, written and deleted with: the instance's own, or one
     /// impersonating a service account.
     pub acting: Client,
+    /// What the member serves, kept between runs (none in a one-shot run).
+    pub served: Option<std::sync::Arc<Served>>,
 }
 
 /// Reconciles one cluster to its `share` at `revision`, sending each manifest as the
@@ -156,7 +158,7 @@ pub async fn reconcile<'p>(
     if let Some(bar) = &settings.progress {
         bar.set_length((desired.len() + to_prune.len()) as u64);
     }
-    let mut kinds = Kinds::new(client, &settings.acting);
+    let mut kinds = Kinds::keeping(client, &settings.acting, settings.served.clone());
     for rank in 0..=2 {
         let batch: Vec<&Pending<'_>> = desired.iter().filter(|d| diff::apply_rank(&d.key) == rank).collect();
         settings.fence()?;
@@ -186,7 +188,7 @@ pub async fn teardown(client: &Client, settings: Settings<'_>) -> Result<Report,
     let mut report = Report::default();
     let previous = inventory::read(client, settings.instance).await?;
     check_source(previous.source.as_ref(), settings.source, settings.adopt)?;
-    let mut kinds = Kinds::new(client, &settings.acting);
+    let mut kinds = Kinds::keeping(client, &settings.acting, settings.served.clone());
     let all = previous.objects.iter().cloned().collect();
     let kept = delete::delete_selected(&mut kinds, all, &settings, &mut report).await?;
     settings.fence()?;

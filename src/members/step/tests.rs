@@ -138,7 +138,9 @@ impl Harness {
         match step {
             Step::Publish => {
                 self.published += 1;
-                self.targeted = true;
+                // Only what is published while this instance leads counts: a target that
+                // reaches a standby was published before the lease was lost.
+                self.targeted = self.leading;
                 Event::Target(goal(self.published))
             }
             Step::Ready(r) => {
