@@ -84,18 +84,42 @@ impl Branch {
     }
 
     fn fetch_into(&mut self, remote_ref: &str, local: &str) -> Result<Revision, FetchError> {
-        let Some(url) = &self.url else {
+        let Some(url) = self.url.clone() else {
             return self.repo.refname_to_id(remote_ref).map_err(failed(format!("{remote_ref} not found")));
         };
+        let url = url.as_str();
         let mut remote = self.repo.remote_anonymous(url).map_err(failed(format!("invalid remote {}", redact(url))))?;
         let refspec = format!("+{remote_ref}:{local}");
         let mut options = FetchOptions::new();
         options.remote_callbacks(self.auth.callbacks(url));
         let what = remote_ref.strip_prefix("refs/heads/").unwrap_or(remote_ref);
-        remote
-            .fetch(&[refspec.as_str()], Some(&mut options), None)
-            .map_err(failed(format!("fetching {what} from {}", redact(url))))?;
+        let fetching = format!("fetching {what} from {}", redact(url));
+        match remote.fetch(&[refspec.as_str()], Some(&mut options), None) {
+            // Objects a ref of the cache names are gone (a disk fault, or a cache
+            // damaged by an older version): the cache is only a copy, so start it
+            // afresh and fetch once more rather than fail every fetch from now on.
+            Err(e) if e.class() == git2::ErrorClass::Odb => {
+                drop((options, remote));
+                tracing::warn!(error = %e, "the repository cache is missing objects; starting it afresh");
+                self.start_afresh().map_err(failed(format!("{fetching}: starting the cache afresh")))?;
+                let mut remote =
+                    self.repo.remote_anonymous(url).map_err(failed(format!("invalid remote {}", redact(url))))?;
+                let mut options = FetchOptions::new();
+                options.remote_callbacks(self.auth.callbacks(url));
+                remote.fetch(&[refspec.as_str()], Some(&mut options), None).map_err(failed(fetching))?;
+            }
+            Err(e) => return Err(failed(fetching)(e)),
+            Ok(()) => {}
+        }
         self.repo.refname_to_id(local).map_err(failed(format!("{what} not found")))
+    }
+
+    /// Empties the cache and opens it again.
+    fn start_afresh(&mut self) -> Result<(), git2::Error> {
+        let path = self.repo.path().to_path_buf();
+        std::fs::remove_dir_all(&path).map_err(|e| git2::Error::from_str(&e.to_string()))?;
+        self.repo = Repository::init_bare(&path)?;
+        Ok(())
     }
 
     /// The best common ancestor of two commits (where a pull request branched off).
@@ -117,8 +141,9 @@ impl Branch {
             let mut builder = self.repo.packbuilder()?;
             let mut walk = self.repo.revwalk()?;
             walk.push(head)?;
-            // Pull-request heads fetched for plans stay readable too.
-            walk.push_glob("refs/flotilla/fetched/*")?;
+            // Pull-request heads fetched for plans stay readable too, and so does every
+            // other ref of ours: a ref naming a dropped object breaks every later fetch.
+            walk.push_glob("refs/flotilla/*")?;
             builder.insert_walk(&mut walk)?;
             builder.write(&dir, 0o644)?;
             builder.name()?.map(|n| format!("pack-{n}"))
@@ -221,8 +246,14 @@ impl Branch {
         let mut options = git2::PushOptions::new();
         options.remote_callbacks(callbacks);
         let refspec = format!("{local}:refs/heads/{}", self.branch);
-        remote.push(&[refspec.as_str()], Some(&mut options)).map_err(|e| e.message().to_owned())?;
+        let pushed = remote.push(&[refspec.as_str()], Some(&mut options)).map_err(|e| e.message().to_owned());
         drop(options);
+        // The ref only names the commit for the push; kept, it would pin (or, once
+        // compacted away, break) history a force-push may have dropped.
+        if let Ok(mut reference) = self.repo.find_reference(local) {
+            let _ = reference.delete();
+        }
+        pushed?;
         match refused.into_inner() {
             Some(status) => Err(status),
             None => Ok(()),
@@ -356,6 +387,45 @@ mod tests {
         let blob = commit.tree().unwrap().get_name("fleet.yaml").unwrap().to_object(&watched.repo).unwrap();
         assert_eq!(blob.as_blob().unwrap().content(), b"revision 39");
         assert!(watched.descends(last.unwrap(), commit.parent_id(0).unwrap()));
+    }
+
+    /// A write-back, then a force-push that rewinds the branch past it, then enough
+    /// fetches to compact the cache: fetching keeps working (the write-back's objects
+    /// were once dropped by compaction while a ref still named them, and every fetch
+    /// after failed with "object not found").
+    #[test]
+    fn a_write_back_rewound_away_never_breaks_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = Repository::init_bare(dir.path().join("remote.git")).unwrap();
+        let first = commit(&remote, "replicas: 1");
+        commit(&remote, "replicas: 2");
+        let url = format!("file://{}", dir.path().join("remote.git").display());
+        let mut branch = Branch::open(&url, "main", &dir.path().join("cache"), GitAuth::default()).unwrap();
+        let files: Files = vec![("fleet.yaml".to_owned(), b"replicas: 5".to_vec())];
+        let pushed = branch.commit_and_push(("flotilla", "bot@example.invalid"), "scale", |_, _| Ok(Some(files)));
+        assert!(matches!(pushed, Ok(Pushed::Commit(_))), "{pushed:?}");
+        remote.reference("refs/heads/main", first, true, "rewind").unwrap();
+        for i in 0..(2 * MAX_PACKS) {
+            let id = commit(&remote, &format!("revision {i}"));
+            assert_eq!(branch.fetch().unwrap(), id, "fetch {i}");
+        }
+        // Every ref of the cache names a commit whose whole history is there: a smart
+        // transport (git://, https://) offers every ref's history to the server, and
+        // fails on the first object missing.
+        for reference in branch.repo.references().unwrap() {
+            let reference = reference.unwrap();
+            let name = reference.name().unwrap_or_default().to_owned();
+            let mut walk = branch.repo.revwalk().unwrap();
+            walk.push(reference.target().unwrap()).unwrap();
+            for id in walk {
+                let id = id.unwrap_or_else(|e| panic!("{name}: {e}"));
+                let commit = branch.repo.find_commit(id).unwrap_or_else(|e| panic!("{name}: {id}: {e}"));
+                commit.tree().unwrap_or_else(|e| panic!("{name}: the tree of {id}: {e}"));
+            }
+        }
+        let files: Files = vec![("fleet.yaml".to_owned(), b"replicas: 6".to_vec())];
+        let pushed = branch.commit_and_push(("flotilla", "bot@example.invalid"), "scale", |_, _| Ok(Some(files)));
+        assert!(matches!(pushed, Ok(Pushed::Commit(_))), "{pushed:?}");
     }
 
     /// A write-back signed with the configured key verifies against an allowed-signers

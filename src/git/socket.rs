@@ -292,6 +292,38 @@ mod tests {
         assert_eq!(&server.join().unwrap(), b"hello");
     }
 
+    /// A TCP socket bound to a loopback port without `listen`.
+    struct BoundNotListening {
+        fd: i32,
+        port: u16,
+    }
+
+    impl BoundNotListening {
+        fn new() -> Self {
+            // SAFETY: plain socket calls on a descriptor this struct owns; the
+            // address structures are sized as passed.
+            unsafe {
+                let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+                assert!(fd >= 0, "socket");
+                let mut address: libc::sockaddr_in = std::mem::zeroed();
+                address.sin_family = libc::AF_INET as libc::sa_family_t;
+                address.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+                let size = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+                assert_eq!(libc::bind(fd, (&raw const address).cast(), size), 0, "bind");
+                let mut length = size;
+                assert_eq!(libc::getsockname(fd, (&raw mut address).cast(), &mut length), 0);
+                Self { fd, port: u16::from_be(address.sin_port) }
+            }
+        }
+    }
+
+    impl Drop for BoundNotListening {
+        fn drop(&mut self) {
+            // SAFETY: the descriptor is ours and closed once.
+            unsafe { libc::close(self.fd) };
+        }
+    }
+
     #[test]
     fn a_silent_server_times_a_read_out_and_a_closed_port_fails_to_connect() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -308,7 +340,11 @@ mod tests {
             ((*stream).free.unwrap())(stream);
         }
         drop(listener);
-        let (stream, code) = open(port, 100);
+        // A port held bound but not listening refuses connections, and no other
+        // test can take it, nor can the kernel pick it as this connection's own
+        // source port (a self-connect to a freed ephemeral port succeeds).
+        let closed = BoundNotListening::new();
+        let (stream, code) = open(closed.port, 100);
         assert_eq!(code, -1, "nothing listens on the port any more");
         // SAFETY: a stream from `init`, never connected.
         unsafe {
