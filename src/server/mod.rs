@@ -5,9 +5,14 @@
 //! Every listener is served with bounds a hostile client cannot stretch: the request
 //! head must arrive within [`Limits::header_read`], a request is answered or dropped
 //! within [`Limits::request`], a connection lives at most [`Limits::connection`], and at
-//! most [`Limits::max_connections`] are open at once (more are closed on accept). A
-//! slowloris client holds a slot for seconds, not forever.
+//! most [`Limits::max_connections`] are open at once. A new connection always gets in
+//! while any open one is idle (no request in progress: a head still arriving, or a
+//! keep-alive wait): the oldest idle connection is closed for it ([`connections`]). So
+//! clients that hold sockets open, however many and however often they reconnect,
+//! cannot keep a probe or a scrape from being answered; only requests being served at
+//! that moment are never cut.
 
+mod connections;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -103,7 +108,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits) {
             Err(_) => (StatusCode::REQUEST_TIMEOUT, "request timed out").into_response(),
         }
     }));
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let open = Arc::new(connections::Open::new(limits.max_connections));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -114,12 +119,25 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits) {
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            debug!(%peer, "connection limit reached; closing a new connection");
+        let Some(admitted) = open.admit() else {
+            debug!(%peer, "every connection is serving a request; closing a new connection");
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        tokio::spawn(async move {
+        // Each request counts as being served on its connection until it is answered;
+        // the router itself is shared by every connection.
+        let (busy, inner) = (admitted.busy(), hyper_util::service::TowerToHyperService::new(app.clone()));
+        let service = hyper::service::service_fn(move |request| {
+            let serving = busy.serving();
+            let answered = hyper::service::Service::call(&inner, request);
+            async move {
+                let response = answered.await;
+                drop(serving);
+                response
+            }
+        });
+        let id = admitted.id();
+        let task = tokio::spawn(async move {
+            let _admitted = admitted;
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read)
@@ -127,7 +145,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits) {
             if let Ok(Err(e)) = tokio::time::timeout(limits.connection, connection).await {
                 debug!(%peer, error = %e, "connection ended with an error");
             }
-            drop(slot);
         });
+        open.record(id, task.abort_handle());
     }
 }

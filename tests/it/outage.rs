@@ -86,6 +86,22 @@ async fn drift_is_corrected_while_git_is_down_and_hostile_http_clients_cannot_ho
     assert!(cut < Duration::from_secs(12), "slow clients held for {cut:?}");
     eprintln!("50 slowloris connections cut after {cut:?}");
 
+    // A client that holds 300 sockets open (half of them with a request head begun) and
+    // opens another whenever one is cut, more than the server's 256 connections: every
+    // probe is still answered, as the kubelet's must be.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let attacker = hold_sockets(port, 300, stop.clone());
+    std::thread::sleep(Duration::from_secs(2));
+    let mut answered = 0;
+    for _ in 0..45 {
+        answered += usize::from(probe(port) == Some(200));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let reconnects = attacker.join().unwrap();
+    eprintln!("300 held sockets ({reconnects} reconnects): {answered} of 45 probes answered");
+    assert_eq!(answered, 45, "probes answered while 300 sockets are held");
+
     // The remote is back: ready again.
     repo.restart();
     wait_for("ready again", Duration::from_secs(20), || async { ready(port) }).await;
@@ -109,4 +125,51 @@ fn an_empty_webhook_secret_is_refused_at_start() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("is empty"), "{err}");
+}
+
+/// Holds `n` connections to `port` open until `stop`: every other one sends half a
+/// request head; one the server closes is opened again at once. Returns the reconnects.
+fn hold_sockets(
+    port: u16,
+    n: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let open = |i: usize| {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+            if i.is_multiple_of(2) {
+                s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").ok()?;
+            }
+            s.set_nonblocking(true).ok()?;
+            Some(s)
+        };
+        let mut held: Vec<Option<TcpStream>> = (0..n).map(open).collect();
+        let mut reconnects = 0;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            for (i, slot) in held.iter_mut().enumerate() {
+                let mut buf = [0u8; 512];
+                let closed = match slot {
+                    Some(s) => !matches!(s.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+                    None => true,
+                };
+                if closed {
+                    *slot = open(i);
+                    reconnects += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        reconnects
+    })
+}
+
+/// `GET /healthz` as a kubelet probes: its status, or `None` when the connection is
+/// refused, reset or not answered within 2 s.
+fn probe(port: u16) -> Option<u16> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n").ok()?;
+    let mut response = Vec::new();
+    let _ = s.read_to_end(&mut response);
+    String::from_utf8_lossy(&response).split_whitespace().nth(1)?.parse().ok()
 }
