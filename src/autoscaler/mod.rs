@@ -196,7 +196,7 @@ async fn evaluate_hpa<'p>(sync: &Round<'p>, state: &mut State, hpa: &'p Named<Fe
         }
         let reason = decision.reason.clone().unwrap_or_default();
         Some(Change {
-            edit: Edit { target: Target::Template(key.clone()), field: "replicas", value: decision.desired },
+            edit: Edit::replicas(key.clone(), decision.desired, Some(current)),
             line: format!(
                 "{key}: replicas {current} → {} (FederatedHPA {namespace}/{}: {reason})",
                 decision.desired, hpa.name
@@ -275,10 +275,10 @@ fn rule_edits(
     if r.kind == "FederatedHPA" {
         let target = Target::FederatedHpa { namespace: namespace.to_owned(), name: r.name.clone() };
         if let Some(min) = rule.target_min_replicas {
-            edits.push(Edit { target: target.clone(), field: "minReplicas", value: i64::from(min) });
+            edits.push(Edit { target: target.clone(), field: "minReplicas", value: i64::from(min), from: None });
         }
         if let Some(max) = rule.target_max_replicas {
-            edits.push(Edit { target, field: "maxReplicas", value: i64::from(max) });
+            edits.push(Edit { target, field: "maxReplicas", value: i64::from(max), from: None });
         }
         let declared =
             plan.loaded.federated_hpas.iter().any(|h| h.namespace.as_deref() == Some(namespace) && h.name == r.name);
@@ -290,7 +290,8 @@ fn rule_edits(
         if plan.loaded.template(&key).is_none() {
             return Err(format!("{key} does not exist"));
         }
-        edits.push(Edit { target: Target::Template(key), field: "replicas", value: i64::from(replicas) });
+        // A cron rule sets a value whatever the count was.
+        edits.push(Edit::replicas(key, i64::from(replicas), None));
     }
     Ok(edits)
 }
@@ -455,8 +456,8 @@ spec:
         assert_eq!(
             edits,
             &[
-                Edit { target: fhpa.clone(), field: "minReplicas", value: 3 },
-                Edit { target: fhpa, field: "maxReplicas", value: 12 }
+                Edit { target: fhpa.clone(), field: "minReplicas", value: 3, from: None },
+                Edit { target: fhpa, field: "maxReplicas", value: 12, from: None }
             ]
         );
         assert!(message.starts_with("autoscale: 2 changes\n"), "{message}");

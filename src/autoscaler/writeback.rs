@@ -39,6 +39,17 @@ pub struct Edit {
     pub field: &'static str,
     /// The value.
     pub value: i64,
+    /// The value the decision started from (a FederatedHPA's current replicas), if it
+    /// depends on it: a head where the field holds another value is left for the next
+    /// decision rather than written over.
+    pub from: Option<i64>,
+}
+
+impl Edit {
+    /// A template's `spec.replicas`, decided from `from` when the decision depends on it.
+    pub fn replicas(key: ObjectKey, value: i64, from: Option<i64>) -> Self {
+        Edit { target: Target::Template(key), field: "replicas", value, from }
+    }
 }
 
 fn origin<'a>(loaded: &'a Loaded, target: &Target) -> Option<&'a Origin> {
@@ -142,7 +153,15 @@ pub fn files(
     let tree = repo.find_commit(head).and_then(|c| c.tree()).map_err(|e| e.to_string())?;
     let mut by_file: BTreeMap<String, Vec<(&Edit, usize)>> = BTreeMap::new();
     for edit in edits {
-        if value(&loaded, edit) == Some(edit.value) {
+        let now = value(&loaded, edit);
+        if now == Some(edit.value) {
+            continue;
+        }
+        if edit.from.is_some_and(|from| now != Some(from)) {
+            // The head moved the count under the decision (a human's edit, a rewind):
+            // a decision from the new count follows its render.
+            tracing::info!(target = ?edit.target, field = edit.field, decided_from = ?edit.from, head = ?now,
+                "the head changed the value this decision started from; deciding again from it");
             continue;
         }
         let origin =
@@ -310,7 +329,7 @@ mod tests {
             namespace: Some("default".into()),
             name: "nginx".into(),
         };
-        let edits = [Edit { target: Target::Template(key), field: "replicas", value: 10 }];
+        let edits = [Edit { target: Target::Template(key.clone()), field: "replicas", value: 10, from: Some(1) }];
         let commit = committer
             .commit(edits.to_vec(), "autoscale: nginx 1 → 10".into(), 4)
             .await
@@ -324,6 +343,12 @@ mod tests {
         assert!(git(&human, &["show", "origin/main:notes.yaml"]).contains("by hand"), "the human's edit is kept");
         // Nothing to do when the value is already there: no commit.
         assert_eq!(committer.commit(edits.to_vec(), "again".into(), 2).await, Ok(None));
+        // A decision made from a count the head no longer holds (here 1, while the head
+        // says 10) is not written over it: the next decision starts from 10.
+        let stale = [Edit { target: Target::Template(key.clone()), field: "replicas", value: 4, from: Some(1) }];
+        assert_eq!(committer.commit(stale.to_vec(), "autoscale: nginx 1 → 4".into(), 2).await, Ok(None));
+        let fresh = [Edit { target: Target::Template(key), field: "replicas", value: 4, from: Some(10) }];
+        assert!(committer.commit(fresh.to_vec(), "autoscale: nginx 10 → 4".into(), 2).await.unwrap().is_some());
         let _ = daemon.kill();
         let _ = daemon.wait();
     }

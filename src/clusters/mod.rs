@@ -44,6 +44,11 @@ pub struct Options<'a> {
     pub request_timeout: Duration,
     /// Whole-cluster timeout.
     pub cluster_timeout: Duration,
+    /// Whether a failed cluster is tried again, with backoff, until `cluster_timeout`
+    /// (a one-shot command). A loop that retries on its own schedule says no: one
+    /// attempt per cluster, so one unreachable member costs it one request timeout,
+    /// not the cluster timeout.
+    pub retry: bool,
     /// Checked before each batch of applies and each delete: a controller that lost its
     /// lease writes nothing more.
     pub fence: &'a Fence,
@@ -118,7 +123,7 @@ pub async fn reconcile_all(
             bar
         });
         async move {
-            let outcome = with_retries(options.cluster_timeout, cluster, || {
+            let outcome = with_retries((options.cluster_timeout, options.retry), cluster, || {
                 attempt(plan, kubeconfig, cluster, options, bar.clone())
             })
             .await;
@@ -165,7 +170,8 @@ pub async fn teardown_all(
     clusters: &[String],
     options: Options<'_>,
 ) -> Vec<(String, Outcome)> {
-    each_retried(clusters, options.cluster_timeout, |cluster| teardown_one(kubeconfig, cluster, options)).await
+    let limit = (options.cluster_timeout, options.retry);
+    each_retried(clusters, limit, |cluster| teardown_one(kubeconfig, cluster, options)).await
 }
 
 /// What applying `plan` would change in each named cluster now (server-side apply dry
@@ -176,14 +182,15 @@ pub async fn observe_all(
     clusters: &[String],
     options: Options<'_>,
 ) -> Vec<(String, Result<apply::live::LivePlan, String>)> {
-    each_retried(clusters, options.cluster_timeout, |cluster| observe_one(plan, kubeconfig, cluster, options)).await
+    let limit = (options.cluster_timeout, options.retry);
+    each_retried(clusters, limit, |cluster| observe_one(plan, kubeconfig, cluster, options)).await
 }
 
 /// Runs `work` against every named cluster concurrently, each retried as a reconcile is
 /// ([`with_retries`]); one outcome per cluster, in order.
 async fn each_retried<'a, T, F, Fut>(
     clusters: &'a [String],
-    limit: Duration,
+    limit: (Duration, bool),
     work: F,
 ) -> Vec<(String, Result<T, String>)>
 where
@@ -268,7 +275,9 @@ fn failure(e: apply::ReconcileError) -> Failure {
     Failure::of(e, retry)
 }
 
-async fn with_retries<T, F, Fut>(limit: Duration, cluster: &str, mut run: F) -> Result<T, String>
+/// `run` until it succeeds, fails for good, or `limit` (the time, and whether to retry
+/// at all) is spent.
+async fn with_retries<T, F, Fut>((limit, retry): (Duration, bool), cluster: &str, mut run: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, Failure>>,
@@ -279,7 +288,7 @@ where
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
         match tokio::time::timeout(remaining, run()).await {
             Ok(Ok(report)) => return Ok(report),
-            Ok(Err(failure)) if failure.retry && tokio::time::Instant::now() + delay < deadline => {
+            Ok(Err(failure)) if retry && failure.retry && tokio::time::Instant::now() + delay < deadline => {
                 tracing::warn!(cluster, error = %failure.message, "retrying in {delay:?}");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(16));

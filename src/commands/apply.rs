@@ -36,6 +36,7 @@ pub fn apply(args: ApplyArgs) -> anyhow::Result<Outcome> {
         concurrency: args.reconcile.concurrency,
         request_timeout: args.reconcile.request_timeout,
         cluster_timeout: args.reconcile.cluster_timeout,
+        retry: true,
         fence: &Default::default(),
         source: &source,
         adopt: args.reconcile.adopt_inventory,

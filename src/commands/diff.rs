@@ -93,6 +93,7 @@ fn live(args: &DiffArgs, plan: &Plan, scope: Option<&Project>) -> anyhow::Result
         concurrency: reconcile.concurrency,
         request_timeout: reconcile.request_timeout,
         cluster_timeout: reconcile.cluster_timeout,
+        retry: true,
         fence: &Default::default(),
         source: &source,
         // Read-only: the plan reads the instance's inventory whichever source recorded

@@ -112,8 +112,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let endpoints = members::endpoints_loop(&config, &parts, &leadership, &plans, &stop);
     let heartbeat = members::heartbeat(&config, &stop);
     let previews = config.previews.map(|follow| {
-        let loop_ =
+        let mut loop_ =
             previews_loop(follow, &config.reconcile, &config.credentials, &parts, &git, &parse_cache, &leadership);
+        loop_.health = overlay.clone();
         let rendered = plans.clone();
         loop_.run(crate::previews::Inputs { deliveries, rendered, leading: leadership.subscribe(), stop: stop.clone() })
     });
@@ -295,6 +296,7 @@ fn previews_loop(
         host: parts.host.clone(),
         pool: parts.pool.clone(),
         fence: leadership.fence(),
+        health: None,
     }
 }
 

@@ -383,4 +383,6 @@ mod report;
 mod write;
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;

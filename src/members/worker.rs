@@ -141,6 +141,7 @@ impl Worker {
                 concurrency: settings.concurrency,
                 request_timeout: settings.request_timeout,
                 cluster_timeout: settings.cluster_timeout,
+                retry: false,
                 fence: &fleet.fence,
                 source: &settings.source,
                 adopt: settings.adopt,

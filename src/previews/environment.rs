@@ -88,49 +88,16 @@ impl Previews {
             .filter(|c| relocated.plan.clusters.get(c).is_some_and(|items| !items.is_empty()))
             .collect();
         let instance = instance(&self.settings.apply.instance, stamp.number);
-        let outcomes = match self.credentials.read(&self.host).await {
+        let (contacted, mut outcomes) = self.contactable(&targets);
+        outcomes.extend(match self.credentials.read(&self.host).await {
             Ok(kubeconfig) => {
-                clusters::reconcile_all(&relocated.plan, &kubeconfig, &targets, self.options(&instance)).await
+                clusters::reconcile_all(&relocated.plan, &kubeconfig, &contacted, self.options(&instance)).await
             }
-            Err(e) => targets.iter().map(|t| (t.clone(), Err(format!("{e:#}")))).collect(),
-        };
+            Err(e) => contacted.iter().map(|t| (t.clone(), Err(format!("{e:#}")))).collect(),
+        });
         let failures: Vec<(&String, &String)> =
             outcomes.iter().filter_map(|(c, o)| o.as_ref().err().map(|e| (c, e))).collect();
-        let namespaces: BTreeSet<&str> = relocated
-            .plan
-            .clusters
-            .values()
-            .flatten()
-            .filter_map(|i| relocated.plan.loaded.templates[i.template].key.namespace.as_deref())
-            .collect();
-        let mut note = format!(
-            "**Preview** of {} in {} ({}), until {} unless pushed again.",
-            escape::code(&stamp.head[..stamp.head.len().min(12)], escape::Place::Flow),
-            list(&targets),
-            list(&namespaces.into_iter().map(str::to_owned).collect::<Vec<_>>()),
-            preview::expiry_text(stamp.expires)
-        );
-        if !outside.is_empty() {
-            let outside: Vec<String> = outside.into_iter().collect();
-            note += &format!(
-                " Outside this instance's scope in their preview namespaces, not applied: {}.",
-                list(&outside)
-            );
-        }
-        if !relocated.left_out.is_empty() {
-            let left: Vec<String> = relocated.left_out.iter().map(ObjectKey::spelled).collect();
-            note += &format!(" Cluster-scoped objects are left out of previews: {}.", list(&left));
-        }
-        if !failures.is_empty() {
-            let logged: Vec<String> = failures.iter().map(|(c, e)| format!("{c}: {e}")).collect();
-            error!(pull = stamp.number, failures = logged.join("; "), "the preview was not applied everywhere");
-            // A member's error text is untrusted too: running text in the comment.
-            let shown: Vec<String> = failures
-                .iter()
-                .map(|(c, e)| format!("{}: {}", list(std::slice::from_ref(*c)), escape::text(e)))
-                .collect();
-            note += &format!(" **Not applied** in {}.", shown.join("; "));
-        }
+        let note = note(&relocated, stamp, &targets, &outside, &failures);
         (note, failures.is_empty())
     }
 
@@ -138,11 +105,24 @@ impl Previews {
     pub(super) async fn teardown(&self, number: u64, members: &[String]) -> anyhow::Result<()> {
         let kubeconfig = self.credentials.read(&self.host).await?;
         let instance = instance(&self.settings.apply.instance, number);
-        let outcomes = clusters::teardown_all(&kubeconfig, members, self.options(&instance)).await;
+        let (contacted, mut outcomes) = self.contactable(members);
+        outcomes.extend(clusters::teardown_all(&kubeconfig, &contacted, self.options(&instance)).await);
         let failed: Vec<String> =
             outcomes.into_iter().filter_map(|(c, o)| o.err().map(|e| format!("{c}: {e}"))).collect();
         anyhow::ensure!(failed.is_empty(), "{}", failed.join("; "));
         Ok(())
+    }
+
+    /// The members that may be contacted, and a failed outcome for each that the
+    /// failover loop holds not Ready: it is not contacted until it is Ready again, and
+    /// one attempt per member (no retries) bounds what a member that is still called
+    /// Ready but does not answer costs the loop.
+    fn contactable(&self, members: &[String]) -> (Vec<String>, Vec<(String, clusters::Outcome)>) {
+        let overlay = self.health.as_ref().map(|h| h.borrow());
+        let away = |m: &String| overlay.as_ref().is_some_and(|o| flotilla_core::failover::held_not_ready(o, m));
+        let (away, contacted): (Vec<String>, Vec<String>) = members.iter().cloned().partition(away);
+        let not_contacted = "not contacted: the member is not Ready".to_owned();
+        (contacted, away.into_iter().map(|m| (m, Err(not_contacted.clone()))).collect())
     }
 
     fn options<'a>(&'a self, instance: &'a str) -> Options<'a> {
@@ -156,6 +136,7 @@ impl Previews {
             concurrency: apply.concurrency,
             request_timeout: apply.request_timeout,
             cluster_timeout: apply.cluster_timeout,
+            retry: false,
             fence: &self.fence,
             source: &apply.source,
             adopt: false,
@@ -163,4 +144,47 @@ impl Previews {
             acting_as: apply.acting_as.as_deref(),
         }
     }
+}
+
+/// The comment's paragraph about a preview: where it runs, until when, what was left out
+/// and where it could not be applied (every name and error escaped).
+fn note(
+    relocated: &preview::Relocated,
+    stamp: &Stamp,
+    targets: &[String],
+    outside: &BTreeSet<String>,
+    failures: &[(&String, &String)],
+) -> String {
+    let namespaces: BTreeSet<&str> = relocated
+        .plan
+        .clusters
+        .values()
+        .flatten()
+        .filter_map(|i| relocated.plan.loaded.templates[i.template].key.namespace.as_deref())
+        .collect();
+    let mut note = format!(
+        "**Preview** of {} in {} ({}), until {} unless pushed again.",
+        escape::code(&stamp.head[..stamp.head.len().min(12)], escape::Place::Flow),
+        list(targets),
+        list(&namespaces.into_iter().map(str::to_owned).collect::<Vec<_>>()),
+        preview::expiry_text(stamp.expires)
+    );
+    if !outside.is_empty() {
+        let outside: Vec<String> = outside.iter().cloned().collect();
+        note +=
+            &format!(" Outside this instance's scope in their preview namespaces, not applied: {}.", list(&outside));
+    }
+    if !relocated.left_out.is_empty() {
+        let left: Vec<String> = relocated.left_out.iter().map(ObjectKey::spelled).collect();
+        note += &format!(" Cluster-scoped objects are left out of previews: {}.", list(&left));
+    }
+    if !failures.is_empty() {
+        let logged: Vec<String> = failures.iter().map(|(c, e)| format!("{c}: {e}")).collect();
+        error!(pull = stamp.number, failures = logged.join("; "), "the preview was not applied everywhere");
+        // A member's error text is untrusted too: running text in the comment.
+        let shown: Vec<String> =
+            failures.iter().map(|(c, e)| format!("{}: {}", list(std::slice::from_ref(*c)), escape::text(e))).collect();
+        note += &format!(" **Not applied** in {}.", shown.join("; "));
+    }
+    note
 }

@@ -83,6 +83,8 @@ pub struct Previews {
     pub pool: Arc<Pool>,
     /// Writes only while leading.
     pub fence: Fence,
+    /// Member health from the failover loop (its health taints), if it runs.
+    pub health: Option<watch::Receiver<flotilla_core::model::ClusterState>>,
 }
 
 /// What wakes the loop.

@@ -230,6 +230,9 @@ fn start_waiting(state: &mut State, settings: &Settings, actions: &mut Vec<Actio
 }
 
 #[cfg(test)]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -26,23 +26,36 @@ fn pod_metrics() -> ApiResource {
 /// Writes a PodMetrics sample of `milli` CPU for every nginx pod in member1 and
 /// member2, once a second, at whatever level `load` holds.
 fn drive_load(kubeconfig: std::path::PathBuf, load: Arc<AtomicI64>) -> tokio::task::JoinHandle<()> {
+    drive_load_of(kubeconfig, load, ("default", "nginx"), &["member1", "member2"])
+}
+
+/// Writes a PodMetrics sample for every pod labelled `app=APP` in `ns` in `members`
+/// (its container named APP), once a second, at whatever level `load` holds.
+pub fn drive_load_of(
+    kubeconfig: std::path::PathBuf,
+    load: Arc<AtomicI64>,
+    (ns, app): (&'static str, &'static str),
+    members: &'static [&'static str],
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            for member in ["member1", "member2"] {
+            for &member in members {
                 let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
                 let options = kube::config::KubeConfigOptions { context: Some(member.into()), ..Default::default() };
-                let config = kube::Config::from_custom_kubeconfig(kc, &options).await.unwrap();
+                let mut config = kube::Config::from_custom_kubeconfig(kc, &options).await.unwrap();
+                // A frozen member holds a request for as long as it is frozen.
+                config.read_timeout = Some(Duration::from_secs(3));
                 let client = kube::Client::try_from(config).unwrap();
-                let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-                let metrics: Api<DynamicObject> = Api::namespaced_with(client, "default", &pod_metrics());
-                let Ok(list) = pods.list(&ListParams::default().labels("app=nginx")).await else { continue };
+                let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+                let metrics: Api<DynamicObject> = Api::namespaced_with(client, ns, &pod_metrics());
+                let Ok(list) = pods.list(&ListParams::default().labels(&format!("app={app}"))).await else { continue };
                 for pod in list.items {
                     let name = pod.metadata.name.unwrap();
                     let sample = serde_json::json!({
                         "apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
-                        "metadata": {"name": name, "namespace": "default", "labels": {"app": "nginx"}},
+                        "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
                         "timestamp": k8s_openapi::jiff::Timestamp::now().to_string(), "window": "1s",
-                        "containers": [{"name": "nginx", "usage": {"cpu": format!("{}m", load.load(Ordering::Relaxed)), "memory": "10Mi"}}]
+                        "containers": [{"name": app, "usage": {"cpu": format!("{}m", load.load(Ordering::Relaxed)), "memory": "10Mi"}}]
                     });
                     let _ = metrics.patch(&name, &PatchParams::apply("load").force(), &Patch::Apply(sample)).await;
                 }

@@ -359,7 +359,27 @@ async fn with_a_member_unreachable_pull_requests_still_get_plans() {
         statuses(&gitea, &head).await.iter().any(|(c, s, _)| c == "flotilla/plan" && s == "success")
     })
     .await;
+
+    // The preview label: member1 gets the preview at once; member2 costs one refused
+    // attempt (no retries for the cluster timeout), and the comment says so.
+    let preview_label = gitea
+        .api("POST", "repos/flotilla/fleet/labels", Some(json!({"name": "preview", "color": "#00aabb"})))
+        .await["id"]
+        .as_u64()
+        .unwrap();
+    let labelled = Instant::now();
+    label(&gitea, number, preview_label).await;
+    let preview_ns = format!("pr-{number}-default");
+    wait_for("the comment to name the preview", Duration::from_secs(60), || async {
+        comments(&gitea, number).await.iter().any(|c| c.contains("**Preview**") && c.contains("**Not applied**"))
+    })
+    .await;
+    let previewed = labelled.elapsed();
+    let comment = comments(&gitea, number).await.remove(0);
+    assert!(comment.contains("**Not applied** in ` member2 `"), "{comment}");
+    assert!(deployment(members, "member1", &preview_ns).await.is_some(), "the preview in member1");
     eprintln!(
-        "member2 unreachable: ready after {became_ready:?}; plan comment {commented:?} after the pull request opened"
+        "member2 unreachable: ready after {became_ready:?}; plan comment {commented:?} after the pull request opened; \
+         preview comment {previewed:?} after the label"
     );
 }

@@ -337,6 +337,9 @@ pub fn written(spec: &FederatedHpaSpec, decision: &Decision, history: &mut Histo
 }
 
 #[cfg(test)]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -352,22 +355,27 @@ mod tests {
         .unwrap()
     }
 
-    fn pods(n: i64, usage: i64, now: i64) -> Vec<Pod> {
+    /// `n` ready pods of `app`, each requesting `request` milli-CPU and using `usage`.
+    pub(super) fn app_pods(app: &str, n: i64, (request, usage): (i64, i64), now: i64) -> Vec<Pod> {
+        let cpu = |milli: i64| -> BTreeMap<String, BTreeMap<String, i64>> {
+            [(app.to_owned(), [("cpu".to_owned(), milli)].into())].into()
+        };
         (0..n)
             .map(|i| Pod {
-                name: format!("member{}/nginx-{i}", 1 + i % 2),
+                name: format!("member{}/{app}-{i}", 1 + i % 2),
                 phase: PodPhase::Running,
                 deleted: false,
                 ready: Some(Ready { status: true, last_transition: 0 }),
                 start_time: Some(0),
-                requests: [("nginx".to_owned(), [("cpu".to_owned(), 25)].into())].into(),
-                usage: Some(Usage {
-                    timestamp: now,
-                    window: 15,
-                    containers: [("nginx".to_owned(), [("cpu".to_owned(), usage)].into())].into(),
-                }),
+                requests: cpu(request),
+                usage: Some(Usage { timestamp: now, window: 15, containers: cpu(usage) }),
             })
             .collect()
+    }
+
+    /// The seed's nginx pods: a 25m request each.
+    fn pods(n: i64, usage: i64, now: i64) -> Vec<Pod> {
+        app_pods("nginx", n, (25, usage), now)
     }
 
     /// One sync at `now` with `n` pods each using `usage` milli-CPU; writes like the
