@@ -231,11 +231,13 @@ const DISPUTED_PREFIXES: [&str; 3] = ["0X", "0O", "0B"];
 const BOOLEAN_WORDS: [&str; 8] = ["yes", "no", "true", "false", "on", "off", "y", "n"];
 
 /// A plain mapping key serde-saphyr keeps as written: not null, not a merge key, not a
-/// disputed spelling, and not a signed number (`+1` and `1` are one key to it).
+/// disputed spelling, and not a number written other than as its plain decimal form
+/// (serde-saphyr compares numeric keys by value: `+1` and `1`, `017` and `0o17`, `1.5`
+/// and `1.50` are one key to it, and two of them in a mapping are its duplicate-key error).
 fn plain_key(text: &str) -> bool {
     match scalar(text) {
         Some(Value::Null) | None => false,
-        Some(Value::Number(_)) => !text.starts_with(['-', '+']),
+        Some(Value::Number(n)) => !text.starts_with(['-', '+']) && n.to_string() == text,
         Some(_) => text != "<<",
     }
 }
