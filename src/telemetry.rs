@@ -6,9 +6,15 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::LogFormat;
 
-/// Installs the global subscriber. `RUST_LOG` overrides the default level (`info`).
+/// The filter unless `RUST_LOG` sets one: `info`, without kube-client's own line per
+/// failed request ("failed with error …"), which names no cluster and repeats what
+/// flotilla's own line for that attempt already says, thousands of times an hour for
+/// an unreachable member.
+pub const DEFAULT_FILTER: &str = "info,kube_client::client::builder=off";
+
+/// Installs the global subscriber. `RUST_LOG` overrides [`DEFAULT_FILTER`].
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
     match format {
         // Values come from repositories and members: one event stays one line.
@@ -49,6 +55,26 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn the_default_filter_drops_kube_client_s_line_per_failed_request_and_keeps_ours() {
+        let captured = Captured::default();
+        let sink = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_env_filter(EnvFilter::new(DEFAULT_FILTER))
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::error!(target: "kube_client::client::builder", "failed with error client error (Connect)");
+            tracing::error!(target: "kube_client::api", "another kube-client line");
+            tracing::error!(cluster = "member2", "cluster not reconciled");
+            tracing::debug!("below the default level");
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(!text.contains("failed with error") && !text.contains("below the default"), "{text}");
+        assert!(text.contains("another kube-client line") && text.contains("cluster not reconciled"), "{text}");
     }
 
     #[test]

@@ -200,6 +200,42 @@ fn run_refuses_plain_text_remotes_and_credentials_in_urls() {
     }
 }
 
+/// Flags whose state lives in the host cluster are refused at start (exit 2, naming
+/// `--host-kubeconfig`) when there is none, rather than doing nothing while `/status`
+/// looks well.
+#[test]
+fn run_refuses_host_cluster_flags_without_a_host_cluster() {
+    let repo = crate::support::repo(&[("cm.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")]);
+    let path = repo.path().to_str().unwrap();
+    for (flag, says) in [
+        ("--enable-no-execute-taint-eviction", "--enable-no-execute-taint-eviction (its taints and evictions)"),
+        ("--leader-elect", "--leader-elect (its Lease)"),
+        ("--writeback=state", "--writeback=state"),
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"))
+            .args(["run", "--repo", path, "--kubeconfig", "/dev/null", "--listen", "127.0.0.1:0", flag])
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A controller that starts anyway would run for ever: 10 s is plenty to refuse.
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("{flag}: the controller started without a host cluster");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains(says) && stderr.contains("--host-kubeconfig"), "{flag}: {stderr}");
+    }
+}
+
 /// The scope shipped in deploy/ parses, and renders the seed repository with the
 /// problems it should have: the seeds write to `default`, which it does not allow.
 #[test]
@@ -261,4 +297,57 @@ fn diff_refuses_a_cluster_no_revision_declares() {
     assert!(stderr.contains("cluster memberl is not declared"), "{stderr}");
     let (code, _, stderr) = run(&["diff", path, "--from", &first, "--to", "HEAD", "--cluster", "member1"]);
     assert_eq!(code, 0, "{stderr}");
+}
+
+/// A repository holding a Karmada kind flotilla does not act on still renders: a warning
+/// names the object and what is not done; a kind Karmada does not have is still an error.
+#[test]
+fn karmada_kinds_flotilla_does_not_act_on_are_accepted_with_a_warning() {
+    let kinds = [
+        ("apps.karmada.io/v1alpha1", "WorkloadRebalancer", "no earlier decision to rebalance"),
+        ("config.karmada.io/v1alpha1", "ResourceInterpreterCustomization", "copied whole"),
+        ("search.karmada.io/v1alpha1", "ResourceRegistry", "no searchable cache"),
+        ("policy.karmada.io/v1alpha1", "FederatedResourceQuota", "neither divided"),
+        ("networking.karmada.io/v1alpha1", "MultiClusterIngress", "no ingress"),
+        ("remedy.karmada.io/v1alpha1", "Remedy", "do not trigger remedies"),
+    ];
+    let mut text = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default}\n");
+    for (api_version, kind, _) in kinds {
+        text += &format!(
+            "---\napiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: mine}}\nspec: {{anything: [1]}}\n"
+        );
+    }
+    let repo = crate::support::repo(&[("karmada.yaml", text.as_bytes())]);
+    let (code, _, stderr) = run(&["render", repo.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    for (api_version, kind, why) in kinds {
+        let line = stderr.lines().find(|l| l.contains(&format!("{api_version} {kind} mine"))).unwrap_or_default();
+        assert!(
+            line.starts_with("warning:") && line.contains("karmada.yaml:") && line.contains(why),
+            "{kind}: {stderr}"
+        );
+    }
+    let typo = "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicyy\nmetadata: {name: p}\nspec: {}\n";
+    let repo = crate::support::repo(&[("typo.yaml", typo.as_bytes())]);
+    let (code, _, stderr) = run(&["render", repo.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("PropagationPolicyy is not a Karmada kind flotilla knows"), "{stderr}");
+}
+
+/// An object its policy suspends is rendered with a comment saying apply leaves it alone,
+/// on the clusters the suspension names only.
+#[test]
+fn suspended_objects_are_marked_in_the_render() {
+    let clusters: String = ["m1", "m2"]
+        .iter()
+        .map(|m| format!("apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: {m}}}\nspec: {{syncMode: Push}}\n---\n"))
+        .collect();
+    let text = format!(
+        "{clusters}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: default}}\n---\napiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: held}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap}}]\n  placement: {{clusterAffinity: {{clusterNames: [m1, m2]}}}}\n  suspension: {{dispatchingOnClusters: {{clusterNames: [m2]}}}}\n"
+    );
+    let repo = crate::support::repo(&[("fleet.yaml", text.as_bytes())]);
+    let (code, stdout, stderr) = run(&["render", repo.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("# cluster: m2\n# suspended: its policy suspends dispatching here"), "{stdout}");
+    assert!(!stdout.contains("# cluster: m1\n# suspended"), "{stdout}");
 }

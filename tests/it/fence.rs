@@ -3,11 +3,8 @@
 //! reaches the host through a TCP proxy the test cuts; the members' audit logs, where
 //! every request carries its sender's identity in `User-Agent`, show what it wrote.
 
-use std::io::ErrorKind;
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -17,56 +14,8 @@ use kube::config::Kubeconfig;
 use crate::apply::fleet;
 use crate::controller::{Quiet, Running, commit_and_push, free_port, http, ready, serve};
 use crate::members::members;
+use crate::proxy::Proxy;
 use crate::support::{run_from_daemon, wait_for, write};
-
-/// A TCP proxy to `target` that can be cut: open connections are shut down and new
-/// ones refused.
-struct Proxy {
-    port: u16,
-    cut: Arc<AtomicBool>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
-}
-
-impl Proxy {
-    fn to(target: String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        listener.set_nonblocking(true).unwrap();
-        let (cut, open) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(Vec::new())));
-        let (cut_, open_) = (cut.clone(), open.clone());
-        std::thread::spawn(move || {
-            while !cut_.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((client, _)) => {
-                        client.set_nonblocking(false).unwrap();
-                        let Ok(server) = TcpStream::connect(&target) else { continue };
-                        let mut open = open_.lock().unwrap();
-                        open.extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
-                        for (mut from, mut to) in
-                            [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
-                        {
-                            std::thread::spawn(move || {
-                                let _ = std::io::copy(&mut from, &mut to);
-                                let _ = to.shutdown(Shutdown::Both);
-                            });
-                        }
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(10)),
-                    Err(e) => panic!("proxy accept: {e}"),
-                }
-            }
-            // The listener is dropped here: new connections are refused.
-        });
-        Self { port, cut, open }
-    }
-
-    fn cut(&self) {
-        self.cut.store(true, Ordering::SeqCst);
-        for stream in self.open.lock().unwrap().drain(..) {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-    }
-}
 
 /// `context`'s cluster in a kubeconfig.
 fn cluster<'a>(kc: &'a mut Kubeconfig, context: &str) -> &'a mut kube::config::Cluster {
@@ -75,7 +24,7 @@ fn cluster<'a>(kc: &'a mut Kubeconfig, context: &str) -> &'a mut kube::config::C
 }
 
 /// The `host:port` of `context`'s API server.
-fn api_server(kubeconfig: &Path, context: &str) -> String {
+pub fn api_server(kubeconfig: &Path, context: &str) -> String {
     let server = cluster(&mut Kubeconfig::read_from(kubeconfig).unwrap(), context).server.clone().unwrap();
     let target = server.trim_start_matches("https://").trim_end_matches('/').to_owned();
     assert!(target.starts_with("127.0.0.1:"), "the proxy keeps the certificate's address: {server}");
@@ -83,7 +32,7 @@ fn api_server(kubeconfig: &Path, context: &str) -> String {
 }
 
 /// A copy of `kubeconfig` at `out` whose `context` reaches its cluster through `proxy`.
-fn through(kubeconfig: &Path, context: &str, proxy: &Proxy, out: &Path) {
+pub fn through(kubeconfig: &Path, context: &str, proxy: &Proxy, out: &Path) {
     let mut kc = Kubeconfig::read_from(kubeconfig).unwrap();
     cluster(&mut kc, context).server = Some(format!("https://127.0.0.1:{}", proxy.port));
     std::fs::write(out, serde_json::to_vec(&kc).unwrap()).unwrap();

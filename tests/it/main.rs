@@ -2,6 +2,8 @@
 
 pub mod apply; // `flotilla apply` on real members: seeds, no-op, prune, broken commits, a dead member
 mod autoscale; // the FederatedHPA seed: metrics in members, write-back commits, no flapping
+mod cache; // the Git cache: a damaged one is started afresh and the branch still deploys
+mod chaos; // `hack/chaos.sh`: a seeded fault-injection soak with invariants read from the members
 mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir
 pub mod controller; // `flotilla run` with a real git daemon: follow, keep last good, webhooks
 mod converge; // each member converges on its own: a frozen member holds no other's commits
@@ -15,6 +17,7 @@ mod members; // the member-cluster harness (hack/local-up.sh, per-test namespace
 mod outage; // failure and attack: a Git outage, slowloris clients, webhook listener, empty secret
 mod pipeline; // fixture repos rendered through the core, as YAML snapshots
 mod previews; // PR plans, statuses and preview environments on Gitea and real members
+mod proxy; // a TCP proxy that can be cut and restored: partitions on loopback
 mod pull; // pull mode: the push controller skips Pull members, their agents apply them
 mod remotes; // authenticated remotes: https with a token behind TLS, ssh with a key and known_hosts
 mod scope; // --scope against a member's discovery: cluster-scoped custom kinds never pass as namespaced
