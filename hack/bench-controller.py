@@ -5,7 +5,10 @@ Starts three fresh member clusters, a real git server (`git daemon`) with a 100-
 repo, and the release controller; then, N times (default 30), commits a change to one
 ConfigMap, pushes it and measures until all three members serve the new value. Runs
 once announcing each push by a signed webhook (poll interval 60 s, so only the webhook
-can explain a fast apply), once by polling every second. Prints p50/p99/max per mode.
+can explain a fast apply), once by polling every second; and each of those again with
+member2's API server frozen (SIGSTOP once the controller is ready: it accepts
+connections and never answers), measured on member1 and member3. Prints p50/p99/max
+per mode.
 
 Usage: hack/bench-controller.py [N]
        hack/bench-controller.py --soak SECONDS   (memory soak: a commit every 3 s)
@@ -70,10 +73,22 @@ class Member:
         return json.loads(body)["data"]["seq"] if r.status == 200 else None
 
 
-def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
-    """Each mode is a controller of the one instance `bench`: the second takes over the
-    first's inventory and objects. Under two instance names the second would find every
-    object another instance's, which flotilla never takes over."""
+def freeze(state, member, frozen):
+    """SIGSTOP (or SIGCONT) one member's API server, as local-up recorded its pid."""
+    for line in (state / "pids").read_text().splitlines():
+        pid, _, name = line.partition(" ")
+        if name == f"{member}-apiserver":
+            os.kill(int(pid), signal.SIGSTOP if frozen else signal.SIGCONT)
+            return
+    raise SystemExit(f"no pid for {member}-apiserver in {state / 'pids'}")
+
+
+def run_mode(name, state, kubeconfig, served, work, git_port, webhook, frozen):
+    """Each mode is a controller of the one instance `bench`: the next takes over the
+    previous one's inventory and objects. Under two instance names the second would find
+    every object another instance's, which flotilla never takes over. With `frozen`,
+    member2 is frozen once the controller is ready and thawed when the mode ends; the
+    samples are then taken on member1 and member3."""
     secret = b"bench-secret"
     tmp = pathlib.Path(tempfile.mkdtemp())
     (tmp / "secret").write_bytes(secret)
@@ -83,7 +98,7 @@ def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
             "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "cache"), "--instance", "bench",
             "--interval", "60" if webhook else "1", "--webhook-secret-file", str(tmp / "secret")]
     controller = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "RUST_LOG": "warn"})
-    members = [Member(state, i) for i in (1, 2, 3)]
+    members = [Member(state, i) for i in ((1, 3) if frozen else (1, 2, 3))]
     try:
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -95,6 +110,8 @@ def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
             except OSError:
                 pass
             time.sleep(0.1)
+        if frozen:
+            freeze(state, "member2", True)
         samples = []
         for seq in range(1, N + 1):
             (work / "fleet.yaml").write_text(fleet(f"{name}-{seq}"))
@@ -115,6 +132,8 @@ def run_mode(name, state, kubeconfig, served, work, git_port, webhook):
             samples.append(time.perf_counter() - start)
         return samples
     finally:
+        if frozen:
+            freeze(state, "member2", False)
         controller.kill()
         controller.wait()
 
@@ -228,12 +247,16 @@ def main():
         if SOAK:
             soak(state, kubeconfig, work, git_port, SOAK)
             return
-        print(f"{N} commits, 100-object repo, 3 member clusters: seconds from push to applied in all three")
-        print(f"{'mode':<10} {'p50':>8} {'p99':>8} {'max':>8}")
-        for name, webhook in (("webhook", True), ("polling", False)):
-            s = sorted(run_mode(name, state, kubeconfig, served, work, git_port, webhook))
-            p99 = s[min(len(s) - 1, round(0.99 * (len(s) - 1)))]
-            print(f"{name:<10} {statistics.median(s):8.3f} {p99:8.3f} {s[-1]:8.3f}")
+        print(f"{N} commits, 100-object repo, 3 member clusters: seconds from push to applied "
+              "in all three (member1 and member3 while member2 is frozen)")
+        print(f"{'mode':<26} {'p50':>8} {'p99':>8} {'max':>8}")
+        for webhook in (True, False):
+            for frozen in (False, True):
+                name = ("webhook" if webhook else "polling") + (", member2 frozen" if frozen else "")
+                tag = ("webhook" if webhook else "polling") + ("-frozen" if frozen else "")
+                s = sorted(run_mode(tag, state, kubeconfig, served, work, git_port, webhook, frozen))
+                p99 = s[min(len(s) - 1, round(0.99 * (len(s) - 1)))]
+                print(f"{name:<26} {statistics.median(s):8.3f} {p99:8.3f} {s[-1]:8.3f}", flush=True)
     finally:
         if daemon:
             daemon.kill()
