@@ -10,9 +10,9 @@ use flotilla_core::model::plan::PlanView;
 use serde_json::Value;
 
 /// Every cluster's manifests as one YAML stream, each document headed by its cluster.
-pub fn write_yaml(plan: &Plan, view: &PlanView<'_>, out: &mut dyn Write) -> anyhow::Result<()> {
+pub fn write_yaml(view: &PlanView<'_>, out: &mut dyn Write) -> anyhow::Result<()> {
     for (cluster, items) in view.clusters() {
-        for item in items {
+        for (plan, item) in items {
             let manifest = plan.manifest(item)?;
             write!(out, "---\n# cluster: {cluster}\n{}{}", suspended(item), to_yaml(&manifest)?)?;
         }
@@ -77,8 +77,8 @@ pub fn write_dir(plan: &Plan, view: &PlanView<'_>, dir: &Path) -> anyhow::Result
         );
         std::fs::write(base.join(MARKER), stamp).with_context(|| format!("cannot write {}", base.display()))?;
         let mut seen = BTreeSet::new();
-        for item in items {
-            let key = &plan.loaded.templates[item.template].key;
+        for (from, item) in items {
+            let key = &from.loaded.templates[item.template].key;
             let scope = key.namespace.as_deref().unwrap_or("_cluster");
             let name = format!("{}-{}.yaml", key.kind.to_lowercase(), key.name);
             let file = base.join(segment(scope)?).join(segment(&name)?);
@@ -87,7 +87,7 @@ pub fn write_dir(plan: &Plan, view: &PlanView<'_>, dir: &Path) -> anyhow::Result
             }
             std::fs::create_dir_all(file.parent().expect("has a parent"))
                 .with_context(|| format!("cannot create {}", base.display()))?;
-            std::fs::write(&file, format!("{}{}", suspended(item), to_yaml(&plan.manifest(item)?)?))
+            std::fs::write(&file, format!("{}{}", suspended(item), to_yaml(&from.manifest(item)?)?))
                 .with_context(|| format!("cannot write {}", file.display()))?;
         }
     }

@@ -224,6 +224,15 @@ pub struct RenderArgs {
     /// with eviction on (repeatable); what moves is listed on stderr.
     #[arg(long = "simulate-failure", value_name = "NAME")]
     pub simulate_failure: Vec<String>,
+    /// Render the fleet as it stands after the first N batches of each rollout
+    /// (RolloutPolicy) of the change from `--from`, as if each soaked and passed: the
+    /// batches `flotilla diff` numbers (0: before the first moves).
+    #[arg(long, value_name = "N", conflicts_with = "simulate_failure")]
+    pub wave: Option<usize>,
+    /// The revision the rollouts start from, with --wave (default: the parent of --ref,
+    /// or HEAD when rendering the working tree).
+    #[arg(long, value_name = "REV", requires = "wave")]
+    pub from: Option<String>,
 }
 
 /// `flotilla diff`.

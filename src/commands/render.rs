@@ -6,16 +6,27 @@ use anyhow::Context;
 use tracing::info;
 
 use super::{Outcome, plan, report};
+use flotilla_core::model::Plan;
+
 use crate::cli::{Format, RenderArgs, SourceArgs};
 use crate::output;
 
 pub fn render(args: RenderArgs) -> anyhow::Result<Outcome> {
-    let mut plan = plan(&args.source)?;
+    let (mut plan, from) = match args.wave {
+        Some(_) => {
+            let (from, to) = rollout_renders(&args)?;
+            (to, Some(from))
+        }
+        None => (plan(&args.source)?, None),
+    };
     super::require_declared(args.clusters.iter().chain(&args.simulate_failure), &[&plan])?;
     if !args.simulate_failure.is_empty() {
         plan = simulate(&args, plan)?;
     }
-    let view = plan.view(&args.clusters);
+    let mut view = plan.view(&args.clusters);
+    if let (Some(moved), Some(from)) = (args.wave, &from) {
+        view = view.holding(flotilla_core::rollout::held_after(from, &plan, moved));
+    }
     match (&args.out_dir, args.format) {
         (Some(dir), _) => output::write_dir(&plan, &view, dir)?,
         (None, Format::Json) => {
@@ -23,9 +34,36 @@ pub fn render(args: RenderArgs) -> anyhow::Result<Outcome> {
             serde_json::to_writer(&mut stdout, &view).context("cannot write the plan")?;
             writeln!(stdout)?;
         }
-        (None, Format::Yaml) => output::write_yaml(&plan, &view, &mut std::io::stdout().lock())?,
+        (None, Format::Yaml) => output::write_yaml(&view, &mut std::io::stdout().lock())?,
     }
     Ok(report(&plan))
+}
+
+/// The renders `--wave` composes: `--from` (only what rollouts govern: nothing else of
+/// it is shown) and the revision asked for, through one parse cache.
+fn rollout_renders(args: &RenderArgs) -> anyhow::Result<(Plan, Plan)> {
+    let source = &args.source;
+    let (scope, admission) = (super::scope(source)?, source.admission());
+    let state = source.cluster_state.as_deref().map(super::read_state).transpose()?.unwrap_or_default();
+    let from = args.from.clone().unwrap_or_else(|| source.rev.as_ref().map_or("HEAD".into(), |r| format!("{r}^")));
+    let mut cache = flotilla_core::load::ParseCache::default();
+    let to = match &source.rev {
+        Some(rev) => super::plan_revision(&source.repo, rev, (scope.as_ref(), admission), &mut cache, &state)?,
+        None => super::plan_in_state(source, scope.as_ref(), |_| Ok(state.clone()))?,
+    };
+    let limits = flotilla_core::model::Limits::default();
+    let files =
+        crate::git::read_cached(&source.repo, &from, &limits, &cache).with_context(|| format!("--from {from}"))?;
+    let loaded =
+        flotilla_core::load::load_cached(&files, &mut cache, &limits).with_context(|| format!("--from {from}"))?;
+    admission.check(&loaded).with_context(|| format!("--from {from}"))?;
+    let loaded = flotilla_core::rollout::governed_only(loaded, &to.loaded);
+    let older = flotilla_core::plan_loaded(loaded, files.revision, &state);
+    let older = match &scope {
+        Some(project) => flotilla_core::project::restrict(older, project),
+        None => older,
+    };
+    Ok((older, to))
 }
 
 /// The render after `--simulate-failure`'s members fail, with what moved on stderr.

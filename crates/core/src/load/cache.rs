@@ -62,16 +62,7 @@ fn collect(loaded: &mut Loaded, file: &CachedFile) {
             Parsed::CronFederatedHpa(h) => loaded.cron_federated_hpas.push(h.clone()),
             Parsed::MultiClusterService(m) => loaded.multi_cluster_services.push(m.clone()),
             Parsed::ClusterTaintPolicy(p) => loaded.cluster_taint_policies.push(p.clone()),
-            Parsed::Rollout(r) => {
-                loaded.rollout_policies.push(r.clone());
-                // Until the controller's rollout loop lands, say so wherever it renders.
-                let kind = if r.namespace.is_some() { "RolloutPolicy" } else { "ClusterRolloutPolicy" };
-                loaded.not_acted_on.push(Arc::new(crate::model::NotActedOn {
-                    object: format!("flotilla.dev/v1alpha1 {kind} {}", r.name),
-                    why: "read and checked, not enforced yet: a new revision still reaches every member at once",
-                    origin: r.origin.clone(),
-                }));
-            }
+            Parsed::Rollout(r) => loaded.rollout_policies.push(r.clone()),
             Parsed::NotActedOn(n) => loaded.not_acted_on.push(n.clone()),
         }
     }

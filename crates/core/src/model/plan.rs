@@ -1,6 +1,7 @@
 //! The pipeline's output: what every cluster must run, and what could not be placed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq};
@@ -111,20 +112,48 @@ impl Plan {
     /// serialises as the CLI's JSON contract:
     /// `{"revision", "clusters": {name: [manifest…]}, "problems": […]}`.
     pub fn view<'a>(&'a self, only: &'a [String]) -> PlanView<'a> {
-        PlanView { plan: self, only }
+        PlanView { plan: self, only, held: BTreeMap::new() }
     }
 }
+
+/// What a view shows of one cluster from older plans instead: the objects `keys` as
+/// that plan renders them (a rollout holding the cluster back).
+pub type Held<'a> = BTreeMap<String, Vec<(&'a Plan, Arc<BTreeSet<ObjectKey>>)>>;
+
+/// One object in a view: the plan it comes from and its rendering there.
+pub type Item<'a> = (&'a Plan, &'a Rendered);
 
 /// See [`Plan::view`].
 pub struct PlanView<'a> {
     plan: &'a Plan,
     only: &'a [String],
+    held: Held<'a>,
 }
 
-impl PlanView<'_> {
-    /// The clusters in view.
-    pub fn clusters(&self) -> impl Iterator<Item = (&String, &Vec<Rendered>)> {
-        self.plan.clusters.iter().filter(|(name, _)| self.only.is_empty() || self.only.contains(name))
+impl<'a> PlanView<'a> {
+    /// The same view, with what `held` holds back taken from the older plans.
+    pub fn holding(self, held: Held<'a>) -> Self {
+        Self { held, ..self }
+    }
+
+    /// The clusters in view, each with its objects in key order.
+    pub fn clusters(&self) -> impl Iterator<Item = (&'a String, Vec<Item<'a>>)> + '_ {
+        let plan = self.plan;
+        plan.clusters.iter().filter(|(name, _)| self.only.is_empty() || self.only.contains(name)).map(
+            move |(name, items)| {
+                let held = self.held.get(name).map(Vec::as_slice).unwrap_or_default();
+                let key = |p: &'a Plan, r: &'a Rendered| &p.loaded.templates[r.template].key;
+                let kept = |k: &ObjectKey| held.iter().any(|(_, keys)| keys.contains(k));
+                let mut shown: Vec<Item<'a>> =
+                    items.iter().filter(|r| !kept(key(plan, r))).map(|r| (plan, r)).collect();
+                for (older, keys) in held {
+                    let theirs = older.clusters.get(name).into_iter().flatten();
+                    shown.extend(theirs.filter(|r| keys.contains(key(older, r))).map(|r| (*older, r)));
+                }
+                shown.sort_by(|a, b| key(a.0, a.1).cmp(key(b.0, b.1)));
+                (name, shown)
+            },
+        )
     }
 }
 
@@ -133,7 +162,7 @@ impl Serialize for PlanView<'_> {
         let mut map = s.serialize_map(Some(3))?;
         map.serialize_entry("revision", &self.plan.revision)?;
         let clusters: BTreeMap<&String, ClusterManifests<'_>> =
-            self.clusters().map(|(name, items)| (name, ClusterManifests { plan: self.plan, items })).collect();
+            self.clusters().map(|(name, items)| (name, ClusterManifests { items })).collect();
         map.serialize_entry("clusters", &clusters)?;
         map.serialize_entry("problems", &self.plan.problems)?;
         map.end()
@@ -142,15 +171,14 @@ impl Serialize for PlanView<'_> {
 
 /// Serialises one cluster's manifests one at a time.
 struct ClusterManifests<'a> {
-    plan: &'a Plan,
-    items: &'a [Rendered],
+    items: Vec<Item<'a>>,
 }
 
 impl Serialize for ClusterManifests<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.items.len()))?;
-        for item in self.items {
-            let manifest = self.plan.manifest(item).map_err(serde::ser::Error::custom)?;
+        for (plan, item) in &self.items {
+            let manifest = plan.manifest(item).map_err(serde::ser::Error::custom)?;
             seq.serialize_element(&manifest)?;
         }
         seq.end()

@@ -190,7 +190,7 @@ pub fn diff(from: &Plan, to: &Plan, only: &[String]) -> PlanDiff {
         .filter(|p| !known.contains(&(p.object.spelled(), p.cluster.as_deref(), p.message.as_str())))
         .cloned()
         .collect();
-    let rollouts = waves::plans(from, to, &clusters);
+    let rollouts = waves::plans(from, to, only);
     PlanDiff { from: from.revision.clone(), to: to.revision.clone(), clusters, problems, rollouts }
 }
 
@@ -215,7 +215,7 @@ fn placed<'p>(plan: &'p Plan, cluster: &str) -> BTreeMap<&'p ObjectKey, &'p Rend
 
 /// Whether two placed objects are certainly the same manifest: one template text (the
 /// parse cache shares it between revisions), the same deltas, the same override rules.
-fn same(from: &Plan, a: &Rendered, to: &Plan, b: &Rendered) -> bool {
+pub(crate) fn same(from: &Plan, a: &Rendered, to: &Plan, b: &Rendered) -> bool {
     let (ta, tb) = (&from.loaded.templates[a.template], &to.loaded.templates[b.template]);
     let rules_same = a.overrides.len() == b.overrides.len()
         && a.overrides.iter().zip(&b.overrides).all(|(x, y)| {

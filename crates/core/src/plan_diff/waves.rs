@@ -1,18 +1,16 @@
-//! The waves a plan moves in: for each RolloutPolicy of the later render that governs
-//! an object the plan adds, changes or removes, the batches its clusters move in, with
-//! the soak, gates, windows and what a failure does (docs/rollouts.md). A change of
-//! nothing but `spec.replicas` goes everywhere at once and shows no waves, unless the
-//! policy says `replicaOnlyChanges: Waves`.
+//! The waves a plan moves in: for each RolloutPolicy of the later render whose governed
+//! objects change, the batches its clusters move in, with the soak, gates, windows and
+//! what a failure does (docs/rollouts.md). A change of nothing but `spec.replicas` goes
+//! everywhere at once and shows no waves, unless the policy says
+//! `replicaOnlyChanges: Waves`.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{ClusterDiff, Entry};
+use crate::model::Plan;
 use crate::model::rollout::{OnFailure, ReplicaOnlyChanges, WindowKind};
-use crate::model::{ObjectKey, Plan};
-use crate::rollout::{Batch, batches, governed};
+use crate::rollout::{Batch, Change, PolicyId, batches, change};
 
 /// One policy's waves for this plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -32,41 +30,27 @@ pub struct RolloutPlan {
     pub on_failure: String,
 }
 
-/// The waves of `to`'s RolloutPolicies over `clusters`' changes, in policy order.
-pub fn plans(from: &Plan, to: &Plan, clusters: &BTreeMap<String, ClusterDiff>) -> Vec<RolloutPlan> {
-    let policies = &to.loaded.rollout_policies;
-    if policies.is_empty() {
-        return Vec::new();
-    }
-    // Which later policy governs a key: by the later render's templates, or for a
-    // removed object, by the earlier render's, matched to the later policy of that name.
-    let (later, earlier) = (governed(&to.loaded), governed(&from.loaded));
-    let policy_of = |key: &ObjectKey| -> Option<usize> {
-        if let Ok(i) = to.loaded.templates.binary_search_by(|t| t.key.cmp(key)) {
-            return later[i];
-        }
-        let i = from.loaded.templates.binary_search_by(|t| t.key.cmp(key)).ok()?;
-        let old = &from.loaded.rollout_policies[earlier[i]?];
-        policies.iter().position(|p| p.namespace == old.namespace && p.name == old.name)
-    };
-    let mut moving: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
-    for (cluster, diff) in clusters {
-        let entries = diff.added.iter().chain(diff.changed.iter().map(|c| &c.object)).chain(&diff.removed);
-        for policy in entries.filter_map(|e| policy_of(&key(e))) {
-            moving.entry(policy).or_default().insert(cluster.clone());
-        }
-    }
-    moving
-        .into_iter()
-        .filter(|(i, _)| {
-            policies[*i].spec.replica_only_changes == ReplicaOnlyChanges::Waves || !replicas_only(from, to, *i)
-        })
-        .map(|(i, moving)| {
-            let (policy, spec) = (&policies[i], &policies[i].spec);
-            let name = match &policy.namespace {
-                Some(ns) => format!("RolloutPolicy {ns}/{}", policy.name),
-                None => format!("ClusterRolloutPolicy {}", policy.name),
+/// The waves of `to`'s RolloutPolicies for the change from `from`, in policy order:
+/// for each policy whose governed objects change ([`crate::rollout::change`], as the
+/// rollout loop decides), the batches of the clusters they change in. A change of
+/// nothing but replica counts shows no waves unless the policy says
+/// `replicaOnlyChanges: Waves`. Limited to `only` clusters when it is not empty.
+pub fn plans(from: &Plan, to: &Plan, only: &[String]) -> Vec<RolloutPlan> {
+    to.loaded
+        .rollout_policies
+        .iter()
+        .filter_map(|policy| {
+            let spec = &policy.spec;
+            let moving = match change(from, to, &PolicyId::of(policy)) {
+                Change::Same => return None,
+                Change::ReplicasOnly(_) if spec.replica_only_changes == ReplicaOnlyChanges::Immediate => return None,
+                Change::ReplicasOnly(clusters) | Change::Moves(clusters) => clusters,
             };
+            let moving: std::collections::BTreeSet<String> =
+                moving.into_iter().filter(|c| only.is_empty() || only.contains(c)).collect();
+            if moving.is_empty() {
+                return None;
+            }
             let windows = spec
                 .windows
                 .iter()
@@ -76,54 +60,16 @@ pub fn plans(from: &Plan, to: &Plan, clusters: &BTreeMap<String, ClusterDiff>) -
                     format!("{kind} {} for {} ({zone})", w.schedule, spelled(w.duration))
                 })
                 .collect();
-            RolloutPlan {
-                policy: name,
+            Some(RolloutPlan {
+                policy: PolicyId::of(policy).to_string(),
                 batches: batches(spec, &to.loaded.clusters, &moving),
                 min_success_time: spelled(spec.min_success_time),
                 gates: spec.gates.iter().map(|g| g.name.clone()).collect(),
                 windows,
                 on_failure: if spec.on_failure == OnFailure::Revert { "Revert" } else { "Pause" }.into(),
-            }
+            })
         })
         .collect()
-}
-
-/// Whether the templates `policy` (of `to`) governs differ between the renders only in
-/// `spec.replicas`, as an autoscaler's write-back does: such a change goes everywhere at
-/// once unless the policy says `replicaOnlyChanges: Waves`.
-fn replicas_only(from: &Plan, to: &Plan, policy: usize) -> bool {
-    let target = &to.loaded.rollout_policies[policy];
-    let mine = |plan: &Plan| -> BTreeMap<ObjectKey, serde_json::Value> {
-        let governed = governed(&plan.loaded);
-        plan.loaded
-            .templates
-            .iter()
-            .zip(governed)
-            .filter(|(_, p)| {
-                p.is_some_and(|p| {
-                    let p = &plan.loaded.rollout_policies[p];
-                    p.namespace == target.namespace && p.name == target.name
-                })
-            })
-            .map(|(t, _)| {
-                let mut object = t.object();
-                if let Some(spec) = object.get_mut("spec").and_then(serde_json::Value::as_object_mut) {
-                    spec.remove("replicas");
-                }
-                (t.key.clone(), object)
-            })
-            .collect()
-    };
-    mine(from) == mine(to)
-}
-
-fn key(e: &Entry) -> ObjectKey {
-    ObjectKey {
-        api_version: e.api_version.clone(),
-        kind: e.kind.clone(),
-        namespace: (!e.namespace.is_empty()).then(|| e.namespace.clone()),
-        name: e.name.clone(),
-    }
 }
 
 /// A duration as Kubernetes writes it: `20s`, `5m`, `1h30m`, `1.5s`.

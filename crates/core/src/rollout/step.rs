@@ -9,7 +9,11 @@
 //! |-------------------------------------|----------------------------------------------------------|
 //! | the first revision                  | everywhere at once: there is nothing older to protect    |
 //! | a newer revision                    | supersedes a rollout in progress (its moved members go   |
-//! |                                     | back to the last good revision) and starts at batch 0    |
+//! |                                     | back to the last good revision) and starts at batch 0;   |
+//! |                                     | without batches (nothing of it moves), it is last good   |
+//! | a revision that changes nothing the | takes the place of the revision rolling out (or of the   |
+//! | rollout governs, or only replicas   | last good one) without a new rollout: the members that   |
+//! | (`Advance`)                         | ran the old one get it, soaks and waves go on            |
 //! | a batch may start (windows open,    | its members get the new revision, if the batch before    |
 //! | not paused)                         | still stands (else that one is judged and soaked again)  |
 //! | every member of the batch observed  | the soak starts; it starts again once one turns          |
@@ -22,7 +26,9 @@
 //! | halt                                | `Pause` holds; `Revert` sends the moved members back to  |
 //! |                                     | the last good revision                                   |
 //! | pause / resume / abort              | hold / go on (after a revert: from batch 0) / send the   |
-//! |                                     | moved members back and stop                              |
+//! |                                     | moved members back and stop; the aborted revision (or    |
+//! |                                     | one governing the same: `StillAborted`) is not rolled    |
+//! |                                     | out again, a different one is                            |
 //! | the lease lost / won                | nothing is sent without it; winning it sends every       |
 //! |                                     | member its current target again                          |
 //!
@@ -33,10 +39,16 @@
 //! the batches get targets; a revert sends only the moved members, and only the last
 //! good revision.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::Batch;
 use crate::model::rollout::{Amount, OnFailure};
+
+mod kept;
+mod phases;
+
+use kept::reverted;
+pub use kept::{Active, Finished, Phase, State, Times};
 
 /// A rollout's settings, from its policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,6 +68,10 @@ pub struct Settings {
 pub enum Event {
     /// A revision of the governed templates rendered, with the batches it moves in.
     Revision { revision: String, batches: Vec<Batch>, now: i64 },
+    /// A revision whose governed objects are those of the revision rolling out (or of
+    /// the last good one, when none is), or differ only in what goes everywhere at once
+    /// (replica counts): it takes that revision's place, without a new rollout.
+    Advance { revision: String, now: i64 },
     /// A member's governed templates were observed: the revision they run (`None`: not
     /// known) and whether they are healthy.
     Member { cluster: String, at: Option<String>, healthy: bool, now: i64 },
@@ -71,6 +87,8 @@ pub enum Event {
     Resume(i64),
     /// `flotilla rollout abort`: the moved members go back to the last good revision.
     Abort(i64),
+    /// A revision whose governed objects are those of the aborted one: it stays aborted.
+    StillAborted { revision: String },
     /// Whether this instance leads.
     Leading(bool),
 }
@@ -82,86 +100,17 @@ pub enum Action {
     Target { cluster: String, revision: String },
 }
 
-/// Where the rollout stands, as status and metrics show it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "state", rename_all = "camelCase")]
-pub enum Phase {
-    /// No rollout: every member runs the last good revision.
-    Idle,
-    /// Batch `batch`'s members were sent the revision at `since`.
-    Progressing { batch: usize, since: i64 },
-    /// Every member of batch `batch` has stood at the revision, healthy, since `since`.
-    Soaking { batch: usize, since: i64 },
-    /// Batch `batch` waits for a window (or a resume).
-    Waiting { batch: usize },
-    /// Halted at batch `batch`: why; the moved members hold (`Pause`) or went back.
-    Halted { batch: usize, reason: String, reverted: bool },
-}
-
-/// The rollout in progress.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Active {
-    /// The revision rolling out.
-    pub revision: String,
-    /// Its batches, in order.
-    pub batches: Vec<Batch>,
-    /// Where it stands.
-    pub phase: Phase,
-    /// When the current batch was sent the revision (its progress deadline runs from it).
-    pub batch_started: i64,
-    /// Members sent the revision.
-    pub moved: BTreeSet<String>,
-    /// Members of the current batch counted as failed.
-    pub failed: BTreeSet<String>,
-}
-
-/// What the rollout remembers (kept in the host cluster by the loop).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct State {
-    /// The revision every member ran when the last rollout finished.
-    pub last_good: Option<String>,
-    /// The rollout in progress.
-    pub active: Option<Active>,
-    /// What each member was last observed at, and whether it was healthy.
-    pub members: BTreeMap<String, (Option<String>, bool)>,
-    /// The failing gate, if one fails.
-    pub gates_failing: Option<String>,
-    /// Whether the windows let a batch start.
-    pub windows_open: bool,
-    /// Paused by a person.
-    pub paused: bool,
-    /// Whether this instance leads (not kept: a new leader learns it).
-    #[serde(skip)]
-    pub leading: bool,
-}
-
 impl State {
-    /// A rollout that knows nothing yet; windows open until told otherwise.
-    pub fn new() -> Self {
-        Self { windows_open: true, ..Self::default() }
-    }
-
-    /// The revision `cluster` should run for the governed templates.
-    pub fn target(&self, cluster: &str) -> Option<&str> {
-        match &self.active {
-            Some(active) if active.moved.contains(cluster) && !reverted(active) => Some(&active.revision),
-            _ => self.last_good.as_deref(),
-        }
-    }
-
-    /// Where the rollout stands.
-    pub fn phase(&self) -> Phase {
-        self.active.as_ref().map_or(Phase::Idle, |a| a.phase.clone())
-    }
-
     /// Takes one event; returns what to send (the newest target per member).
     pub fn step(&mut self, settings: &Settings, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
         let now = match event {
             Event::Revision { revision, batches, now } => {
                 self.revision(revision, batches, now, &mut out);
+                now
+            }
+            Event::Advance { revision, now } => {
+                self.advance(revision, &mut out);
                 now
             }
             Event::Member { cluster, at, healthy, now } => {
@@ -187,8 +136,13 @@ impl State {
                 now
             }
             Event::Abort(now) => {
+                self.aborted = self.active.as_ref().map(|a| a.revision.clone()).or(self.aborted.take());
                 self.stop(&mut out);
                 now
+            }
+            Event::StillAborted { revision } => {
+                self.aborted = Some(revision);
+                return out;
             }
             Event::Leading(leading) => {
                 self.leading = leading;
@@ -214,15 +168,19 @@ impl State {
 
     fn revision(&mut self, revision: String, batches: Vec<Batch>, now: i64, out: &mut Vec<Action>) {
         let current = self.active.as_ref().map(|a| &a.revision).or(self.last_good.as_ref());
-        if current == Some(&revision) {
+        if current == Some(&revision) || self.aborted.as_ref() == Some(&revision) {
             return;
         }
-        if self.last_good.is_none() {
-            // Nothing older to protect: the first revision goes everywhere.
+        self.aborted = None;
+        if self.last_good.is_none() || batches.is_empty() {
+            // Nothing older to protect (the first revision), or nothing of it moves:
+            // it goes everywhere, ending a rollout in progress.
+            self.stop(out);
             for cluster in batches.iter().flat_map(|b| &b.clusters) {
                 out.push(Action::Target { cluster: cluster.clone(), revision: revision.clone() });
             }
             self.last_good = Some(revision);
+            self.send_all(out);
             return;
         }
         // A newer revision supersedes the rollout in progress, as a new update does in
@@ -240,113 +198,36 @@ impl State {
             batch_started: now,
             moved: BTreeSet::new(),
             failed: BTreeSet::new(),
+            times: Vec::new(),
         });
     }
 
-    /// The phase the rollout moves to now, if it moves, doing what that takes.
-    fn next_phase(&mut self, settings: &Settings, now: i64, out: &mut Vec<Action>) -> Option<Phase> {
-        let active = self.active.as_ref()?;
-        match active.phase.clone() {
-            Phase::Idle | Phase::Halted { .. } => None,
-            Phase::Waiting { batch } => {
-                // The batch before must still stand when this one starts: one that
-                // broke while this waited for a window is judged (and soaked) again.
-                if batch > 0 && !self.pending(batch - 1).is_empty() {
-                    return Some(Phase::Progressing { batch: batch - 1, since: active.batch_started });
-                }
-                if self.paused || !self.windows_open || !self.leading {
-                    return None;
-                }
-                let active = self.active.as_mut()?;
-                for cluster in &active.batches[batch].clusters {
-                    active.moved.insert(cluster.clone());
-                    out.push(Action::Target { cluster: cluster.clone(), revision: active.revision.clone() });
-                }
-                (active.failed, active.batch_started) = (BTreeSet::new(), now);
-                Some(Phase::Progressing { batch, since: now })
-            }
-            Phase::Progressing { batch, since } => {
-                let pending = self.pending(batch);
-                if pending.is_empty() {
-                    return Some(Phase::Soaking { batch, since: now });
-                }
-                if now - since < settings.progress_deadline_ms {
-                    return None;
-                }
-                let active = self.active.as_mut()?;
-                active.failed.extend(pending.iter().cloned());
-                if active.failed.len() > settings.max_failures.floor_of(active.batches[batch].clusters.len()) {
-                    let names: Vec<&str> = pending.iter().map(String::as_str).collect();
-                    let reason = format!("{} not healthy at the revision by the progress deadline", names.join(", "));
-                    self.halt(settings, batch, reason, out);
-                    return None;
-                }
-                Some(Phase::Soaking { batch, since: now })
-            }
-            Phase::Soaking { batch, since } => {
-                if let Some(gate) = self.gates_failing.clone() {
-                    self.halt(settings, batch, format!("gate {gate}"), out);
-                    return None;
-                }
-                if !self.pending(batch).is_empty() {
-                    return Some(Phase::Progressing { batch, since: active.batch_started });
-                }
-                if now - since < settings.min_success_ms {
-                    return None;
-                }
-                if batch + 1 < active.batches.len() {
-                    return Some(Phase::Waiting { batch: batch + 1 });
-                }
-                self.last_good = self.active.take().map(|a| a.revision);
-                None
+    /// `revision` takes the place of the one rolling out (or the last good one): what
+    /// members were observed at is renamed with it, so a soak goes on.
+    fn advance(&mut self, revision: String, out: &mut Vec<Action>) {
+        self.aborted = None;
+        let old = self.active.as_ref().map(|a| a.revision.clone()).or(self.last_good.clone());
+        for (at, _) in self.members.values_mut() {
+            if old.is_some() && *at == old {
+                *at = Some(revision.clone());
             }
         }
-    }
-
-    /// Members of batch `batch` neither at the rollout's revision and healthy, nor
-    /// counted as failed.
-    fn pending(&self, batch: usize) -> BTreeSet<String> {
-        let Some(active) = &self.active else { return BTreeSet::new() };
-        let standing = |c: &String| {
-            self.members.get(c).is_some_and(|(at, healthy)| *healthy && at.as_ref() == Some(&active.revision))
+        if self.active.is_some() && self.last_good.as_ref() == Some(&revision) {
+            // The rollout's revision becomes the last good one again: nothing is left
+            // to roll out.
+            self.stop(out);
+            return self.send_all(out);
+        }
+        let Some(active) = &mut self.active else {
+            self.last_good = Some(revision);
+            return self.send_all(out);
         };
-        active.batches[batch].clusters.iter().filter(|c| !standing(c) && !active.failed.contains(*c)).cloned().collect()
-    }
-
-    fn halt(&mut self, settings: &Settings, batch: usize, reason: String, out: &mut Vec<Action>) {
-        let revert = settings.on_failure == OnFailure::Revert;
-        if revert {
-            self.send_back(out);
+        active.revision = revision.clone();
+        if !reverted(active) {
+            for cluster in &active.moved {
+                out.push(Action::Target { cluster: cluster.clone(), revision: revision.clone() });
+            }
         }
-        if let Some(active) = &mut self.active {
-            active.phase = Phase::Halted { batch, reason, reverted: revert };
-        }
-    }
-
-    /// Sends the moved members back to the last good revision.
-    fn send_back(&self, out: &mut Vec<Action>) {
-        let (Some(active), Some(good)) = (&self.active, &self.last_good) else { return };
-        if reverted(active) {
-            return;
-        }
-        for cluster in &active.moved {
-            out.push(Action::Target { cluster: cluster.clone(), revision: good.clone() });
-        }
-    }
-
-    fn resume(&mut self, now: i64) {
-        let Some(active) = &mut self.active else { return };
-        let Phase::Halted { batch, reverted, .. } = active.phase else { return };
-        if reverted {
-            // Everything moved went back: the rollout starts over.
-            active.moved.clear();
-            active.phase = Phase::Waiting { batch: 0 };
-        } else {
-            // A person accepts where it stands: the batch is judged afresh from now.
-            (active.failed, active.batch_started) = (BTreeSet::new(), now);
-            active.phase = Phase::Progressing { batch, since: now };
-        }
-        self.gates_failing = None;
     }
 
     /// Ends the rollout, sending its moved members back.
@@ -365,10 +246,6 @@ impl State {
             }
         }
     }
-}
-
-fn reverted(active: &Active) -> bool {
-    matches!(active.phase, Phase::Halted { reverted: true, .. })
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! The rollout decision over random histories: revisions (r1..r4), members observed at
+//! The rollout decision over random histories: revisions (r1..r4), revisions that
+//! change nothing governed (a1..a4), members observed at
 //! random revisions and health, gates, windows, pauses, resumes, aborts, the lease and
 //! time; members follow their targets when the history says so. Asserted on every
 //! target sent, against what the history told the decision:
@@ -18,6 +19,8 @@ use super::*;
 #[derive(Debug, Clone)]
 enum Random {
     Revision(u8),
+    /// A revision that changes nothing governed (`Advance`).
+    Advance(u8),
     /// A member (1..=4) observed: at what it was sent or elsewhere, healthy or not.
     Member(u8, bool, bool),
     Gates(bool),
@@ -32,6 +35,7 @@ enum Random {
 fn history() -> impl Strategy<Value = Vec<Random>> {
     let step = prop_oneof![
         1 => (1u8..=4).prop_map(Random::Revision),
+        1 => (1u8..=4).prop_map(Random::Advance),
         8 => (1u8..=4, proptest::bool::weighted(0.8), proptest::bool::weighted(0.8))
             .prop_map(|(m, t, h)| Random::Member(m, t, h)),
         1 => proptest::bool::weighted(0.3).prop_map(Random::Gates),
@@ -81,8 +85,9 @@ fn check(state: &State, before: &State, world: &World, actions: &[Action], s: &S
         let good = before.last_good.as_ref() == Some(revision) || state.last_good.as_ref() == Some(revision);
         prop_assert!(rolling.is_some() || good, "{} sent {}, neither rolling out nor last good", cluster, revision);
         let Some(active) = rolling else { continue };
-        if before.active.as_ref().is_some_and(|a| &a.revision == revision && a.moved.contains(cluster)) {
-            continue; // a new leader sending again what was sent before
+        let moved_before = before.active.as_ref().is_some_and(|a| a.moved.contains(cluster));
+        if moved_before && active.moved.contains(cluster) {
+            continue; // sent again (a new leader), or under the revision's new name (`Advance`)
         }
         let batch = active.batches.iter().position(|b| b.clusters.contains(cluster)).expect("checked above");
         prop_assert!(world.windows && !world.paused, "batch {} started with windows closed or paused", batch);
@@ -106,10 +111,25 @@ fn check(state: &State, before: &State, world: &World, actions: &[Action], s: &S
 }
 
 /// The event a random step stands for, keeping `world` up to date.
-fn event(world: &mut World, sent: &BTreeMap<String, String>, random: Random) -> Event {
+fn event(world: &mut World, state: &State, sent: &mut BTreeMap<String, String>, random: Random) -> Event {
     let now = world.now;
     match random {
         Random::Revision(n) => Event::Revision { revision: format!("r{n}"), batches: batches(), now },
+        Random::Advance(n) => {
+            // The same governed objects under another name: what stood at the old one
+            // stands at the new one, since when it stood.
+            let revision = format!("a{n}");
+            let old = state.active.as_ref().map(|a| a.revision.clone()).or(state.last_good.clone());
+            if old.as_ref() != Some(&revision) {
+                for (at, _, _) in world.members.values_mut().filter(|m| m.0 == old) {
+                    *at = Some(revision.clone());
+                }
+                for got in sent.values_mut().filter(|r| Some(r.as_str()) == old.as_deref()) {
+                    *got = revision.clone();
+                }
+            }
+            Event::Advance { revision, now }
+        }
         Random::Member(m, follows, healthy) => {
             let cluster = format!("member{m}");
             let at = if follows { sent.get(&cluster).cloned() } else { Some("r9".to_owned()) };
@@ -153,7 +173,7 @@ proptest! {
         // What each member was last sent.
         let mut sent: BTreeMap<String, String> = BTreeMap::new();
         for random in history {
-            let event = event(&mut world, &sent, random);
+            let event = event(&mut world, &state, &mut sent, random);
             let before = state.clone();
             let actions = state.step(&s, event);
             check(&state, &before, &world, &actions, &s)?;
