@@ -30,6 +30,7 @@ mod output;
 mod previews;
 mod reconciler;
 mod rendering;
+mod rollouts;
 mod server;
 mod source;
 mod status;

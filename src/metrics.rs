@@ -112,6 +112,22 @@ pub struct AutoscalerLabels {
     pub replicas: String,
 }
 
+/// Labels of a rollout.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabel {
+    /// `RolloutPolicy <namespace>/<name>` or `ClusterRolloutPolicy <name>`.
+    pub policy: String,
+}
+
+/// Labels of a rollout's state.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutStateLabels {
+    /// As [`PolicyLabel`].
+    pub policy: String,
+    /// idle, waiting, progressing, soaking, halted.
+    pub state: String,
+}
+
 /// An outcome label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
@@ -166,6 +182,10 @@ pub struct Metrics {
     pub member_revision: Family<MemberRevisionLabels, Gauge>,
     /// Per member: when an attempt last applied everything (Unix seconds).
     pub member_last_success: Family<ClusterLabel, Gauge>,
+    /// Per rollout: the batch it stands at (from 1; 0 when idle).
+    pub rollout_wave: Family<PolicyLabel, Gauge>,
+    /// Per rollout: 1 for the state it is in, 0 for the others.
+    pub rollout_state: Family<RolloutStateLabels, Gauge>,
 }
 
 impl Metrics {
@@ -195,6 +215,8 @@ impl Metrics {
             evictions: Family::default(),
             member_revision: Family::default(),
             member_last_success: Family::default(),
+            rollout_wave: Family::default(),
+            rollout_state: Family::default(),
         };
         metrics.register(registry);
         metrics
@@ -203,6 +225,7 @@ impl Metrics {
     fn register(&self, registry: &mut Registry) {
         self.register_clusters(registry);
         self.register_controller(registry);
+        self.register_rollouts(registry);
     }
 
     /// What each cluster's reconcile did.
@@ -294,6 +317,21 @@ impl Metrics {
             "flotilla_failover_evictions",
             "Workloads failover moved off each member",
             metrics.evictions.clone(),
+        );
+    }
+
+    /// Where each rollout stands.
+    fn register_rollouts(&self, registry: &mut Registry) {
+        let metrics = self;
+        registry.register(
+            "flotilla_rollout_wave",
+            "Per rollout: the batch it stands at (from 1; 0 when idle)",
+            metrics.rollout_wave.clone(),
+        );
+        registry.register(
+            "flotilla_rollout_state",
+            "Per rollout: 1 for its state (idle, waiting, progressing, soaking, halted)",
+            metrics.rollout_state.clone(),
         );
     }
 

@@ -6,9 +6,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod failover;
+mod rollout;
 mod run;
 
 pub use failover::FailoverArgs;
+pub use rollout::{RolloutAction, RolloutArgs, RolloutCommandArgs, RolloutStatusArgs, StatusFormat};
 pub use run::RunArgs;
 
 /// GitOps for fleets of Kubernetes clusters, speaking Karmada's policy API.
@@ -49,6 +51,8 @@ pub enum Command {
     Status(StatusArgs),
     /// The controller: follow a Git branch and keep every member cluster reconciled.
     Run(Box<RunArgs>),
+    /// Rollouts in waves (RolloutPolicy): where each stands; pause, resume, abort.
+    Rollout(RolloutArgs),
 }
 
 /// `flotilla status`.

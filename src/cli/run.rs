@@ -41,6 +41,11 @@ pub struct RunArgs {
     /// tolerate it). A revision that declares one without this does not load.
     #[arg(long, env = "FLOTILLA_ALLOW_NO_EXECUTE_TAINT_POLICY")]
     pub allow_no_execute_taint_policy: bool,
+    /// How often a rollout in progress observes its members, reads its gates and looks
+    /// for `flotilla rollout` commands: a failing gate or member halts it within one
+    /// period (docs/rollouts.md).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration)]
+    pub rollout_monitor_period: Duration,
     /// Time between fetches (`30s`, `5m`, `1h`; a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
     pub interval: Duration,

@@ -10,10 +10,13 @@ pub mod inventory;
 pub mod probe;
 pub mod status;
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use flotilla_core::diff::PruneBudget;
-use flotilla_core::model::Plan;
+use flotilla_core::model::{ObjectKey, Plan};
+use flotilla_core::rollout::PolicyId;
 use kube::config::Kubeconfig;
 
 use apply::{Report, Settings};
@@ -24,6 +27,21 @@ use crate::leader::Fence;
 /// The one server-side-apply field manager flotilla uses. Never rename it: SSA
 /// ownership is keyed on it.
 pub const FIELD_MANAGER: &str = "flotilla";
+
+/// Objects a member takes from an older revision while a rollout holds it back
+/// (docs/rollouts.md): the objects `keys` come from `plan`, whole, never mixed with the
+/// newer revision's.
+#[derive(Debug, Clone)]
+pub struct Held {
+    /// The RolloutPolicy holding the member.
+    pub policy: PolicyId,
+    /// The revision it is held at for those objects.
+    pub revision: String,
+    /// That revision's plan.
+    pub plan: Arc<Plan>,
+    /// The objects the policy governs.
+    pub keys: Arc<BTreeSet<ObjectKey>>,
+}
 
 /// Options of an apply run.
 #[derive(Debug, Clone, Copy)]
@@ -124,7 +142,7 @@ pub async fn reconcile_all(
         });
         async move {
             let outcome = with_retries((options.cluster_timeout, options.retry), cluster, || {
-                attempt(plan, kubeconfig, cluster, options, bar.clone())
+                attempt((plan, &[]), kubeconfig, cluster, options, bar.clone())
             })
             .await;
             if let Some(bar) = &bar {
@@ -137,7 +155,7 @@ pub async fn reconcile_all(
 }
 
 async fn attempt(
-    plan: &Plan,
+    (plan, held): (&Plan, &[Held]),
     kubeconfig: &Kubeconfig,
     cluster: &str,
     options: Options<'_>,
@@ -148,15 +166,21 @@ async fn attempt(
         bar.set_message("applying");
     }
     let settings = settings(options, cluster, acting, progress);
-    let share = share(&client, plan, cluster, options);
+    let share = share(&client, (plan, held), cluster, options);
     apply::reconcile(&client, &plan.revision, share, settings).await.map_err(failure)
 }
 
 /// One attempt at one cluster, bounded by `options.cluster_timeout` and not retried: a
-/// member's worker decides when to try again (`crate::members::step`).
-pub async fn reconcile_one(plan: &Plan, kubeconfig: &Kubeconfig, cluster: &str, options: Options<'_>) -> Outcome {
+/// member's worker decides when to try again (`crate::members::step`). The member runs
+/// `plan`, except the objects rollouts hold it at older revisions for (`held`).
+pub async fn reconcile_one(
+    (plan, held): (&Plan, &[Held]),
+    kubeconfig: &Kubeconfig,
+    cluster: &str,
+    options: Options<'_>,
+) -> Outcome {
     let limit = options.cluster_timeout;
-    match tokio::time::timeout(limit, attempt(plan, kubeconfig, cluster, options, None)).await {
+    match tokio::time::timeout(limit, attempt((plan, held), kubeconfig, cluster, options, None)).await {
         Ok(Ok(report)) => Ok(report),
         Ok(Err(failure)) => Err(failure.message),
         Err(_) => Err(format!("timed out after {limit:?}")),
@@ -210,20 +234,24 @@ async fn observe_one(
     options: Options<'_>,
 ) -> Result<apply::live::LivePlan, Failure> {
     let (client, acting) = clients(kubeconfig, cluster, options).await?;
-    let share = share(&client, plan, cluster, options).await.map_err(|e| Failure::of(e, true))?;
+    let share = share(&client, (plan, &[]), cluster, options).await.map_err(|e| Failure::of(e, true))?;
     apply::live::observe_share(&client, share, &settings(options, cluster, acting, None)).await.map_err(failure)
 }
 
-/// The cluster's finished share, without the `spec.replicas` its HPAs own.
+/// The cluster's finished share, without the `spec.replicas` its HPAs own: `plan`'s,
+/// with what each hold governs taken from the held revision's plan instead.
 async fn share<'p>(
     client: &kube::Client,
-    plan: &'p Plan,
+    (plan, held): (&'p Plan, &'p [Held]),
     cluster: &str,
     options: Options<'_>,
 ) -> Result<finish::Share<'p>, apply::ReconcileError> {
     let autoscaled = apply::autoscaled(client).await?;
     let context = finish::Context { instance: options.instance, autoscaled: &autoscaled };
-    Ok(finish::finish(plan, cluster, context))
+    let newest = finish::finish(plan, cluster, context);
+    Ok(held.iter().fold(newest, |share, hold| {
+        flotilla_core::rollout::compose::held(share, finish::finish(&hold.plan, cluster, context), &hold.keys)
+    }))
 }
 
 async fn teardown_one(kubeconfig: &Kubeconfig, cluster: &str, options: Options<'_>) -> Result<Report, Failure> {

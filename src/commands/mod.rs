@@ -5,6 +5,7 @@ mod apply;
 mod diff;
 mod get;
 mod render;
+mod rollout;
 mod run;
 mod status;
 
@@ -48,6 +49,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Get(args) => get::get(args),
         Command::Status(args) => status::status(args),
         Command::Run(args) => run::run(*args),
+        Command::Rollout(args) => rollout::rollout(args),
     }
 }
 

@@ -20,7 +20,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
 
 fn config(args: RunArgs) -> anyhow::Result<Config> {
     crate::git::check_transport(&args.repo, args.reconcile.trust.insecure_allow_http).map_err(anyhow::Error::msg)?;
-    require_host(&args, kube::Config::incluster().is_ok())?;
+    let in_cluster = kube::Config::incluster().is_ok();
+    require_host(&args, in_cluster)?;
     let webhook_secret = args.webhook_secret_file.as_deref().map(webhook_secret).transpose()?;
     let reconcile = reconcile_settings(&args)?;
     let credentials = match (&args.kubeconfig, &args.agent) {
@@ -56,7 +57,9 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
     });
     let failover = args.agent.is_none().then(|| failover(&args)).transpose()?;
     let heartbeat = heartbeat(&args);
+    let rollouts = args.agent.is_none().then(|| rollouts(&args, in_cluster));
     Ok(Config {
+        rollouts,
         failover,
         heartbeat,
         endpoints,
@@ -75,6 +78,21 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         webhook_secret,
         autoscale,
     })
+}
+
+/// The rollout loop's settings: its state is kept in the host cluster when there is one.
+fn rollouts(args: &RunArgs, in_cluster: bool) -> crate::rollouts::Settings {
+    let stored = args.host_kubeconfig.is_some() || in_cluster;
+    if !stored {
+        tracing::info!(
+            "no host cluster: rollouts in progress are kept in memory only, and `flotilla rollout` commands cannot reach this instance"
+        );
+    }
+    crate::rollouts::Settings {
+        instance: args.reconcile.instance.clone(),
+        monitor_period: args.rollout_monitor_period,
+        stored,
+    }
 }
 
 /// Refuses flags whose state lives in the host cluster when there is none: neither

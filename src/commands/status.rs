@@ -53,6 +53,13 @@ pub fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
 /// Prints what a running controller reports at `/status`, read through the same types
 /// that write it; exit 1 unless the newest revision is applied everywhere.
 fn controller_status(url: &str, timeout: Duration) -> anyhow::Result<Outcome> {
+    let status = fetch(url, timeout)?;
+    print!("{}", show(&status));
+    Ok(if status.healthy() { Outcome::Clean } else { Outcome::Problems })
+}
+
+/// A running controller's `/status` (`url`: its --listen address, as `http://ADDR`).
+pub(crate) fn fetch(url: &str, timeout: Duration) -> anyhow::Result<Status> {
     let uri: http::Uri = format!("{}/status", url.trim_end_matches('/')).parse().context("invalid --controller URL")?;
     let body = runtime()?.block_on(async {
         let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -65,9 +72,7 @@ fn controller_status(url: &str, timeout: Duration) -> anyhow::Result<Outcome> {
             http_body_util::BodyExt::collect(response.into_body()).await.context("reading the answer")?.to_bytes();
         anyhow::Ok(bytes)
     })?;
-    let status: Status = serde_json::from_slice(&body).context("the controller's /status is not what it should be")?;
-    print!("{}", show(&status));
-    Ok(if status.healthy() { Outcome::Clean } else { Outcome::Problems })
+    serde_json::from_slice(&body).context("the controller's /status is not what it should be")
 }
 
 /// The controller's status as text.

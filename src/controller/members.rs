@@ -66,6 +66,49 @@ pub(super) fn heartbeat(config: &Config, stop: &watch::Receiver<bool>) -> Option
     Some(tokio::spawn(crate::heartbeat::renew(host, namespace, h.cluster.clone(), h.every, stop.clone())))
 }
 
+/// The rollout loop, between the reconcile loop's publications and the members'
+/// workers, on its own task: returns what the workers listen to (the publications
+/// themselves, for a Pull agent, which has no rollout loop).
+pub(super) fn rollouts_loop(
+    config: &Config,
+    parts: &Parts,
+    (git, parse_cache): (&crate::git::Git, &Arc<std::sync::Mutex<flotilla_core::load::ParseCache>>),
+    (leadership, health, stop): (
+        &Leadership,
+        Option<watch::Receiver<flotilla_core::model::ClusterState>>,
+        &watch::Receiver<bool>,
+    ),
+    publications: mpsc::UnboundedReceiver<crate::members::Publication>,
+) -> (mpsc::UnboundedReceiver<crate::members::Publication>, Option<tokio::task::JoinHandle<()>>) {
+    let Some(settings) = config.rollouts.clone() else { return (publications, None) };
+    let reconcile = &config.reconcile;
+    let renderer = crate::rendering::Renderer {
+        git: git.clone(),
+        path: reconcile.path.clone(),
+        cache: parse_cache.clone(),
+        scope: reconcile.scope.clone(),
+        admission: reconcile.admission,
+    };
+    let store = settings.stored.then(|| crate::rollouts::store::Store {
+        host: parts.host.clone(),
+        namespace: reconcile.namespace.clone(),
+        instance: reconcile.instance.clone(),
+    });
+    let loop_ = crate::rollouts::Rollouts {
+        settings,
+        renderer,
+        access: access(config, parts),
+        store,
+        fence: leadership.fence(),
+        board: parts.board.clone(),
+        metrics: parts.metrics.clone(),
+        health,
+    };
+    let (members, to_members) = mpsc::unbounded_channel();
+    let inputs = crate::rollouts::Inputs { publications, members, leading: leadership.subscribe(), stop: stop.clone() };
+    (to_members, Some(tokio::spawn(loop_.run(inputs))))
+}
+
 /// How the member-watching loops reach members.
 fn access(config: &Config, parts: &Parts) -> crate::clusters::connect::Access {
     crate::clusters::connect::Access {

@@ -63,6 +63,8 @@ pub struct Config {
     pub failover: Option<crate::failover::Settings>,
     /// A pull-mode agent's heartbeat, when it reports to a push controller.
     pub heartbeat: Option<Heartbeat>,
+    /// The rollout loop (`None` for a pull-mode agent, which applies what it renders).
+    pub rollouts: Option<crate::rollouts::Settings>,
 }
 
 /// A pull-mode agent's heartbeat Lease in the push controller's host cluster.
@@ -111,6 +113,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     });
     let endpoints = members::endpoints_loop(&config, &parts, &leadership, &plans, &stop);
     let heartbeat = members::heartbeat(&config, &stop);
+    let (publish, publications) = mpsc::unbounded_channel();
+    let (publications, rolling) = members::rollouts_loop(
+        &config,
+        &parts,
+        (&git, &parse_cache),
+        (&leadership, overlay.clone(), &stop),
+        publications,
+    );
     let previews = config.previews.map(|follow| {
         let mut loop_ =
             previews_loop(follow, &config.reconcile, &config.credentials, &parts, &git, &parse_cache, &leadership);
@@ -118,7 +128,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let rendered = plans.clone();
         loop_.run(crate::previews::Inputs { deliveries, rendered, leading: leadership.subscribe(), stop: stop.clone() })
     });
-    let (publish, publications) = mpsc::unbounded_channel();
     let fleet = members_fleet(&config.reconcile, &parts, &leadership, overlay.clone());
     let reconciler = reconcile_loop(
         (&config.reconcile, &config.credentials),
@@ -136,7 +145,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: leadership.subscribe(), stop });
     tokio::join!(reconciling, previewing, converging);
     info!("stopping");
-    for task in [autoscaler, endpoints, failover, heartbeat].into_iter().flatten() {
+    for task in [autoscaler, endpoints, failover, heartbeat, rolling].into_iter().flatten() {
         let _ = task.await;
     }
     leadership.release().await;

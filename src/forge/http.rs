@@ -21,8 +21,8 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct Http {
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
-    /// Header name and value carrying the token.
-    auth: (&'static str, String),
+    /// Header name and value carrying the token, if any.
+    auth: Option<(&'static str, String)>,
 }
 
 /// A failed request: what was asked and what the forge said (its `message`, never the
@@ -49,10 +49,15 @@ impl ApiError {
 impl Http {
     /// A client sending `auth` (header, value) with every request.
     pub fn new(auth: (&'static str, String)) -> anyhow::Result<Self> {
+        Ok(Self { auth: Some(auth), ..Self::anonymous()? })
+    }
+
+    /// A client sending no token (a metric gate's Prometheus).
+    pub fn anonymous() -> anyhow::Result<Self> {
         let connector =
             hyper_rustls::HttpsConnectorBuilder::new().with_native_roots()?.https_or_http().enable_http1().build();
         let client = Client::builder(TokioExecutor::new()).build(connector);
-        Ok(Self { client, auth })
+        Ok(Self { client, auth: None })
     }
 
     /// Sends `body` (if any) to `url` and returns the parsed JSON answer (`Null` for an
@@ -60,10 +65,11 @@ impl Http {
     pub async fn json(&self, method: Method, url: &str, path: &str, body: Option<&Value>) -> Result<Value, ApiError> {
         let fail = |what: String| ApiError { method: method.clone(), path: path.to_owned(), what, refused: false };
         let payload = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
-        let request = Request::builder()
-            .method(method.clone())
-            .uri(url)
-            .header(self.auth.0, &self.auth.1)
+        let mut request = Request::builder().method(method.clone()).uri(url);
+        if let Some((header, value)) = &self.auth {
+            request = request.header(*header, value);
+        }
+        let request = request
             .header("accept", "application/json")
             .header("content-type", "application/json")
             .header("user-agent", concat!("flotilla/", env!("CARGO_PKG_VERSION")))

@@ -4,7 +4,7 @@
 //! status. Webhook deliveries are read in [`hooks`].
 
 pub mod hooks;
-mod http;
+pub mod http;
 
 use std::collections::BTreeSet;
 

@@ -3,9 +3,10 @@
 //! own target, attempt in flight, retries and state ([`step`]), so a slow or frozen
 //! member is that member's problem and never holds another's deploys.
 //!
-//! What a member's target is (today: the newest good revision the reconcile loop
-//! publishes) is decided outside; the worker only converges on what it is given. Every
-//! worker reads the one published plan (shared, read-only: no per-member copy).
+//! What a member's target is (the newest good revision the reconcile loop publishes,
+//! except what a rollout holds the member at: `crate::rollouts`) is decided outside; the
+//! worker only converges on what it is given. Every worker reads the one published plan
+//! (shared, read-only: no per-member copy), and the held revisions' plans alike.
 //!
 //! Workers run as futures on the task that runs this fleet: their member clients' futures
 //! need not be `Send`, and every one of them waits on I/O, so none holds another up.
@@ -24,6 +25,7 @@ use futures::stream::FuturesUnordered;
 use kube::config::Kubeconfig;
 use tokio::sync::{mpsc, watch};
 
+use crate::clusters::Held;
 use crate::clusters::connect::{Pool, Trust};
 use crate::git::Revision;
 use crate::leader::Fence;
@@ -59,17 +61,32 @@ pub struct Publication {
     pub revision: Revision,
     /// Its plan, shared by every worker.
     pub plan: Arc<Plan>,
+    /// The cluster state it was rendered with (a revision a rollout holds members at is
+    /// rendered with it too).
+    pub state: Arc<ClusterState>,
     /// The member credentials as they were read for it.
     pub kubeconfig: Arc<Kubeconfig>,
     /// The members this instance applies (Push members; an agent's own).
     pub members: Vec<String>,
+    /// Per member, what rollouts hold it at: objects from older revisions' plans.
+    pub holds: BTreeMap<String, Vec<Held>>,
 }
 
-/// A member's target: the publication's plan at its generation.
+/// A member's target: the publication's plan at its generation, with its holds.
 pub struct Target {
     goal: step::Goal,
     plan: Arc<Plan>,
+    holds: Vec<Held>,
     kubeconfig: Arc<Kubeconfig>,
+}
+
+impl Target {
+    /// Whether `other` asks for what this asks for: the same plan (not one rendered
+    /// anew, as a resync is) with the same holds.
+    fn same(&self, plan: &Arc<Plan>, holds: &[Held]) -> bool {
+        let held = |h: &Held| (h.policy.clone(), h.revision.clone(), Arc::as_ptr(&h.plan));
+        Arc::ptr_eq(&self.plan, plan) && self.holds.iter().map(held).eq(holds.iter().map(held))
+    }
 }
 
 /// What every worker shares.
@@ -125,9 +142,14 @@ impl Fleet {
                             workers.push(Box::pin(run.work(receiver)));
                             sender
                         });
+                        let holds = published.holds.get(name).cloned().unwrap_or_default();
+                        // A rollout's new assignment leaves most members as they were.
+                        if sender.borrow().as_ref().is_some_and(|t| t.same(&published.plan, &holds)) {
+                            continue;
+                        }
                         let goal = step::Goal { generation, revision: published.revision };
-                        let target = Target { goal, plan: published.plan.clone(), kubeconfig: published.kubeconfig.clone() };
-                        sender.send_replace(Some(Arc::new(target)));
+                        let (plan, kubeconfig) = (published.plan.clone(), published.kubeconfig.clone());
+                        sender.send_replace(Some(Arc::new(Target { goal, plan, holds, kubeconfig })));
                     }
                     fleet.board.update(|s| s.expect(published.revision.to_string(), &published.members));
                 }

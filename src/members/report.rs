@@ -14,7 +14,10 @@ use crate::status::MemberStatus;
 
 /// Records one attempt's outcome.
 pub(super) fn attempted(fleet: &Fleet, cluster: &str, target: &Target, outcome: clusters::Outcome, took: Duration) {
-    let (metrics, head) = (&fleet.metrics, target.goal.revision.to_string());
+    let (metrics, mut head) = (&fleet.metrics, target.goal.revision.to_string());
+    for hold in &target.holds {
+        head += &format!(" ({} held at {})", hold.policy, hold.revision);
+    }
     let label = ClusterLabel { cluster: cluster.to_owned() };
     metrics.reconcile_seconds.get_or_create(&label).observe(took.as_secs_f64());
     let line = match outcome {

@@ -148,7 +148,8 @@ impl Worker {
                 scope: settings.scope.as_deref(),
                 acting_as: settings.acting_as.as_deref(),
             };
-            let outcome = clusters::reconcile_one(&target.plan, &target.kubeconfig, &name, options).await;
+            let outcome =
+                clusters::reconcile_one((&target.plan, &target.holds), &target.kubeconfig, &name, options).await;
             (outcome, clock.elapsed())
         })
     }

@@ -19,7 +19,7 @@ use crate::metrics::ErrorReason;
 impl Reconciler {
     /// Renders `revision` and publishes it to the members.
     pub(super) async fn cycle(&self, revision: Revision, placements: &mut ClusterState) -> Outcome {
-        let Some(plan) = self.render(revision, placements).await else { return Outcome::RenderFailed };
+        let Some((plan, state)) = self.render(revision, placements).await else { return Outcome::RenderFailed };
         let plan = Arc::new(plan);
         self.rendered.send_replace(Some(plan.clone()));
         let declared: BTreeSet<String> = plan.clusters.keys().cloned().collect();
@@ -51,15 +51,17 @@ impl Reconciler {
                 s.clusters.insert(name.clone(), format!("{head}: syncMode Pull: applied by its agent"));
             }
         });
-        let publication = crate::members::Publication { revision, plan, kubeconfig: Arc::new(kubeconfig), members };
+        let kubeconfig = Arc::new(kubeconfig);
+        let (state, holds) = (Arc::new(state), Default::default());
+        let publication = crate::members::Publication { revision, plan, state, kubeconfig, members, holds };
         // The fleet ends only when the controller stops.
         let _ = self.publish.send(publication);
         Outcome::Published { clusters: declared }
     }
 
-    /// Renders `revision` completely; a failure is reported and leaves what is applied
-    /// alone.
-    async fn render(&self, revision: Revision, placements: &mut ClusterState) -> Option<Plan> {
+    /// Renders `revision` completely, returning the plan and the cluster state it was
+    /// rendered with; a failure is reported and leaves what is applied alone.
+    async fn render(&self, revision: Revision, placements: &mut ClusterState) -> Option<(Plan, ClusterState)> {
         let mut state = placements.clone();
         if let Some(overlay) = &self.overlay {
             let overlay = overlay.borrow();
@@ -89,7 +91,7 @@ impl Reconciler {
             scope: self.settings.scope.clone(),
             admission: self.settings.admission,
         };
-        let rendered = renderer.render(revision, state).await;
+        let rendered = renderer.render(revision, state.clone()).await;
         self.metrics.render_seconds.observe(clock.elapsed().as_secs_f64());
         match rendered {
             Ok(plan) => {
@@ -101,7 +103,11 @@ impl Reconciler {
                 for n in &plan.loaded.not_acted_on {
                     warn!(object = %n.object, file = %n.origin.file, why = n.why, "object accepted, not acted on");
                 }
-                Some(plan)
+                let pull = flotilla_core::rollout::unfollowed(&plan.loaded);
+                if !pull.is_empty() {
+                    warn!(members = %pull.join(", "), "Pull members are not held back by RolloutPolicies: their agents apply each revision at once");
+                }
+                Some((plan, state))
             }
             Err(e) => {
                 let message = format!("{e:#}");

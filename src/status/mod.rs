@@ -6,6 +6,9 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+mod rollouts;
+pub use rollouts::{FinishedStatus, GateStatus, RolloutStatus, WaveStatus};
+
 /// The controller's state as `/status` shows it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Status {
@@ -67,6 +70,9 @@ pub struct Status {
     /// The evictions that hold and the latest moves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<FailoverStatus>,
+    /// Per RolloutPolicy (`RolloutPolicy ns/name`): its rollout.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rollouts: BTreeMap<String, RolloutStatus>,
 }
 
 /// Where one member stands.
