@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need, then runs them all.
-#   - Debian packages (openssl, curl, git, gcc, util-linux, pkg-config, OpenSSH's client and
+#   - Debian packages (openssl, curl, git, gcc, util-linux, pkg-config, prometheus, OpenSSH's client and
 #     server, debootstrap, libssl-dev), with apt-get, when missing (as root, or with sudo);
 #   - the member clusters' binaries (kube-apiserver, controller-manager, scheduler, etcd,
 #     kwok), built from their Go modules on first use (hack/build-tools.sh);

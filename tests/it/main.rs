@@ -20,6 +20,7 @@ mod previews; // PR plans, statuses and preview environments on Gitea and real m
 mod proxy; // a TCP proxy that can be cut and restored: partitions on loopback
 mod pull; // pull mode: the push controller skips Pull members, their agents apply them
 mod remotes; // authenticated remotes: https with a token behind TLS, ssh with a key and known_hosts
+mod rollouts; // waves on real members: soak, a Prometheus gate halting and reverting, pause and resume, a standby
 mod scope; // --scope against a member's discovery: cluster-scoped custom kinds never pass as namespaced
 mod seeds; // the two seed tutorials' distributions
 pub mod services; // multi-cluster Services: EndpointSlices from providers copied to consumers
