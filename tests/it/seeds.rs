@@ -169,9 +169,9 @@ fn waves(repo: &str) -> (Value, Vec<(String, String)>) {
 }
 
 /// A new nginx image and ten replicas in a pull request, with a RolloutPolicy for its Deployment: the
-/// plan shows the waves the change moves in (golden), and warns that waves are not
-/// enforced yet. Scaling alone (the autoscaler's write-back) shows none, unless the
-/// policy sends replica changes through the waves too.
+/// plan shows the waves the change moves in (golden), with no warning. Scaling alone
+/// (the autoscaler's write-back, which also places nginx on member2) shows none, unless
+/// the policy sends replica changes through the waves too.
 #[test]
 fn the_plan_of_the_nginx_seed_shows_its_rollout_waves() {
     let image = |text: &str| {

@@ -61,8 +61,10 @@ pub fn change(older: &Plan, newer: &Plan, policy: &PolicyId) -> Change {
                     let (a, b) = (older.manifest(a).ok(), newer.manifest(b).ok());
                     (a.as_ref().map(without_replicas) == b.as_ref().map(without_replicas), a != b)
                 }
-                // Placed in one render only: more than a replica count.
-                _ => (false, true),
+                // Placed in one render only: a replica count when its template changed in
+                // nothing else (a division placing a scaled workload on more members);
+                // else more (a placement or policy change).
+                _ => (replicas_changed(older, newer, key), true),
             };
             changed |= differs;
             beyond_replicas |= differs && !replicas_only;
@@ -85,6 +87,13 @@ pub fn change(older: &Plan, newer: &Plan, policy: &PolicyId) -> Change {
 fn placed<'p>(plan: &'p Plan, cluster: &str, keys: &BTreeSet<ObjectKey>) -> BTreeMap<&'p ObjectKey, &'p Rendered> {
     let items = plan.clusters.get(cluster).into_iter().flatten();
     items.map(|r| (&plan.loaded.templates[r.template].key, r)).filter(|(key, _)| keys.contains(*key)).collect()
+}
+
+/// Whether `key`'s template differs between the renders, in `spec.replicas` only.
+fn replicas_changed(older: &Plan, newer: &Plan, key: &ObjectKey) -> bool {
+    let (Some(a), Some(b)) = (older.loaded.template(key), newer.loaded.template(key)) else { return false };
+    let (a, b) = (a.object(), b.object());
+    a != b && without_replicas(&a) == without_replicas(&b)
 }
 
 fn without_replicas(manifest: &Value) -> Value {
@@ -175,6 +184,10 @@ spec:
         assert_eq!(change(&base, &plan("r2", 4, "1.26", "1"), &policy), Change::Moves(set(&["member2"])));
         // Replicas and an image at once: more than replicas.
         assert_eq!(change(&base, &plan("r2", 6, "1.26", "1"), &policy), Change::Moves(set(&["member1", "member2"])));
+        // Scaling 1 → 2 places web on member2 too (member1 keeps its one): still only a
+        // replica count.
+        let scaled = change(&plan("r1", 1, "1.25", "1"), &plan("r2", 2, "1.25", "1"), &policy);
+        assert_eq!(scaled, Change::ReplicasOnly(set(&["member2"])));
         // A policy that governs nothing changes nothing.
         let other = PolicyId { namespace: Some("shop".into()), name: "none".into() };
         assert_eq!(change(&base, &plan("r2", 6, "1.26", "2"), &other), Change::Same);
