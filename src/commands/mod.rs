@@ -152,13 +152,6 @@ pub(crate) fn warn_not_acted_on(plan: &Plan) {
         let (object, file) = (escape::visible(&n.object), escape::visible(&n.origin.file));
         eprintln!("warning: {object} ({file}:{}): accepted, {}", n.origin.line, n.why);
     }
-    let pull = flotilla_core::rollout::unfollowed(&plan.loaded);
-    if !pull.is_empty() {
-        let names = escape::visible(&pull.join(", ")).into_owned();
-        eprintln!(
-            "warning: Pull members ({names}) are not held back by RolloutPolicies: their agents apply each revision at once"
-        );
-    }
 }
 
 fn read_state(path: &Path) -> anyhow::Result<ClusterState> {

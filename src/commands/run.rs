@@ -57,7 +57,7 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
     });
     let failover = args.agent.is_none().then(|| failover(&args)).transpose()?;
     let heartbeat = heartbeat(&args);
-    let rollouts = args.agent.is_none().then(|| rollouts(&args, in_cluster));
+    let rollouts = rollouts(&args, in_cluster);
     Ok(Config {
         rollouts,
         failover,
@@ -81,18 +81,26 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
 }
 
 /// The rollout loop's settings: its state is kept in the host cluster when there is one.
-fn rollouts(args: &RunArgs, in_cluster: bool) -> crate::rollouts::Settings {
-    let stored = args.host_kubeconfig.is_some() || in_cluster;
+/// A Pull agent follows the push controller's rollouts from the push controller's host
+/// cluster (its heartbeat's), or not at all without one.
+fn rollouts(args: &RunArgs, in_cluster: bool) -> Option<crate::rollouts::Settings> {
+    let (stored, follow) = match &args.agent {
+        Some(member) if args.failover.heartbeat_kubeconfig.is_some() => (true, Some(member.clone())),
+        Some(_) => {
+            tracing::warn!(
+                "no --heartbeat-kubeconfig: this agent does not follow rollouts, and a rollout that moves this member halts at its progress deadline"
+            );
+            return None;
+        }
+        None => (args.host_kubeconfig.is_some() || in_cluster, None),
+    };
     if !stored {
         tracing::info!(
             "no host cluster: rollouts in progress are kept in memory only, and `flotilla rollout` commands cannot reach this instance"
         );
     }
-    crate::rollouts::Settings {
-        instance: args.reconcile.instance.clone(),
-        monitor_period: args.rollout_monitor_period,
-        stored,
-    }
+    let (instance, monitor_period) = (args.reconcile.instance.clone(), args.rollout_monitor_period);
+    Some(crate::rollouts::Settings { instance, monitor_period, stored, follow })
 }
 
 /// Refuses flags whose state lives in the host cluster when there is none: neither

@@ -68,7 +68,7 @@ pub(super) fn heartbeat(config: &Config, stop: &watch::Receiver<bool>) -> Option
 
 /// The rollout loop, between the reconcile loop's publications and the members'
 /// workers, on its own task: returns what the workers listen to (the publications
-/// themselves, for a Pull agent, which has no rollout loop).
+/// themselves, without a rollout loop).
 pub(super) fn rollouts_loop(
     config: &Config,
     parts: &Parts,
@@ -89,8 +89,13 @@ pub(super) fn rollouts_loop(
         scope: reconcile.scope.clone(),
         admission: reconcile.admission,
     };
+    // A Pull agent reads the push controller's rollouts where its heartbeat goes.
+    let host = match (&settings.follow, &config.heartbeat) {
+        (Some(_), Some(heartbeat)) => Arc::new(crate::host::Host::new(Some(heartbeat.host.clone()))),
+        _ => parts.host.clone(),
+    };
     let store = settings.stored.then(|| crate::rollouts::store::Store {
-        host: parts.host.clone(),
+        host,
         namespace: reconcile.namespace.clone(),
         instance: reconcile.instance.clone(),
     });
@@ -103,6 +108,7 @@ pub(super) fn rollouts_loop(
         board: parts.board.clone(),
         metrics: parts.metrics.clone(),
         health,
+        forge: config.previews.as_ref().map(|follow| follow.forge.clone()),
     };
     let (members, to_members) = mpsc::unbounded_channel();
     let inputs = crate::rollouts::Inputs { publications, members, leading: leadership.subscribe(), stop: stop.clone() };

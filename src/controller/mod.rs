@@ -63,7 +63,8 @@ pub struct Config {
     pub failover: Option<crate::failover::Settings>,
     /// A pull-mode agent's heartbeat, when it reports to a push controller.
     pub heartbeat: Option<Heartbeat>,
-    /// The rollout loop (`None` for a pull-mode agent, which applies what it renders).
+    /// The rollout loop (`None` for a pull-mode agent without a heartbeat host: it
+    /// applies what it renders).
     pub rollouts: Option<crate::rollouts::Settings>,
 }
 

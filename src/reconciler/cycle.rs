@@ -103,10 +103,6 @@ impl Reconciler {
                 for n in &plan.loaded.not_acted_on {
                     warn!(object = %n.object, file = %n.origin.file, why = n.why, "object accepted, not acted on");
                 }
-                let pull = flotilla_core::rollout::unfollowed(&plan.loaded);
-                if !pull.is_empty() {
-                    warn!(members = %pull.join(", "), "Pull members are not held back by RolloutPolicies: their agents apply each revision at once");
-                }
                 Some((plan, state))
             }
             Err(e) => {

@@ -16,12 +16,13 @@ mod observe;
 mod report;
 pub mod step;
 pub mod store;
+mod survey;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flotilla_core::model::{ClusterState, SyncMode};
+use flotilla_core::model::ClusterState;
 use flotilla_core::rollout::PolicyId;
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
@@ -45,6 +46,9 @@ pub struct Settings {
     pub monitor_period: Duration,
     /// Whether there is a host cluster to keep the state and read commands in.
     pub stored: bool,
+    /// A Pull agent's member: the loop follows the push controller's rollouts for it,
+    /// read from the push controller's host cluster, and reports what its member runs.
+    pub follow: Option<String>,
 }
 
 /// The rollout loop.
@@ -67,6 +71,8 @@ pub struct Rollouts {
     /// Member health from the failover loop: a member it holds not Ready is not
     /// contacted (and counts as not standing).
     pub health: Option<watch::Receiver<ClusterState>>,
+    /// The forge (`--previews`), if any: each rollout's commit gets a status.
+    pub forge: Option<crate::forge::Forge>,
 }
 
 /// What the loop listens to, and where it passes publications on.
@@ -88,6 +94,12 @@ struct Shared {
     /// Work in flight, by what it is for: a slow member is not asked again meanwhile.
     busy: Mutex<BTreeSet<String>>,
     http: Option<crate::forge::http::Http>,
+    /// Per Pull member: the last sequence its agent wrote, and when it was first seen.
+    seen: Mutex<BTreeMap<String, (u64, std::time::Instant)>>,
+    /// A follower's own writes of what it sees.
+    sequence: std::sync::atomic::AtomicU64,
+    /// The commit status last posted per context, and to which commit.
+    posted: Mutex<BTreeMap<String, (String, crate::forge::Status)>>,
 }
 
 impl Rollouts {
@@ -97,9 +109,16 @@ impl Rollouts {
         let http = crate::forge::http::Http::anonymous()
             .inspect_err(|e| warn!(error = %format!("{e:#}"), "rollouts: no HTTP client; gates cannot be read"))
             .ok();
-        let shared = Arc::new(Shared { readings: Default::default(), busy: Default::default(), http });
+        let shared = Arc::new(Shared {
+            readings: Default::default(),
+            busy: Default::default(),
+            http,
+            seen: Default::default(),
+            sequence: Default::default(),
+            posted: Default::default(),
+        });
         let (events, mut arrived) = mpsc::unbounded_channel::<Event>();
-        let mut state = State::new();
+        let mut state = if this.settings.follow.is_some() { State::follower() } else { State::new() };
         let mut last: Option<Publication> = None;
         let mut every = tokio::time::interval(this.settings.monitor_period);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -129,6 +148,7 @@ impl Rollouts {
             for action in state.step(event) {
                 this.carry(action, last.as_ref(), &events, &inputs.members).await;
             }
+            this.post_statuses(&state, &shared);
             let readings = shared.readings.lock().expect("readings lock").clone();
             let head = state.head().map(|h| &*h.plan);
             report::report(&this.board, &this.metrics, (state.policies(), head), &readings);
@@ -209,122 +229,6 @@ impl Rollouts {
             };
             let _ = events.send(Event::Rendered { revision, plan });
         });
-    }
-
-    /// Starts this period's work: each watched member observed, each soaking rollout's
-    /// gates read, people's commands read; each reports back as an event.
-    fn survey(
-        &self,
-        state: &State,
-        last: Option<&Publication>,
-        shared: &Arc<Shared>,
-        events: &mpsc::UnboundedSender<Event>,
-    ) {
-        if !self.fence.holds() {
-            return;
-        }
-        let Some(last) = last else { return };
-        for watch in state.watching() {
-            self.observe(&watch, last, shared, events);
-            let Some(policy) = watch.policy.find(&watch.plan.loaded) else { continue };
-            if !policy.spec.gates.is_empty() {
-                self.read_gates(&watch.policy, policy.spec.gates.clone(), shared, events);
-            }
-        }
-        self.read_commands(shared, events);
-    }
-
-    fn observe(
-        &self,
-        watch: &step::Watch,
-        last: &Publication,
-        shared: &Arc<Shared>,
-        events: &mpsc::UnboundedSender<Event>,
-    ) {
-        let pull: BTreeSet<&str> = watch
-            .plan
-            .loaded
-            .clusters
-            .iter()
-            .filter(|c| c.spec.sync_mode == SyncMode::Pull)
-            .map(|c| c.name.as_str())
-            .collect();
-        for member in watch.members.iter().filter(|m| !pull.contains(m.as_str())) {
-            let (policy, cluster) = (watch.policy.clone(), member.clone());
-            let held =
-                self.health.as_ref().is_some_and(|h| flotilla_core::failover::held_not_ready(&h.borrow(), member));
-            if held {
-                let _ = events.send(Event::Observed { policy, cluster, at: None, healthy: false, now: now() });
-                continue;
-            }
-            let Some(done) = Busy::start(shared, format!("observe {} {member}", watch.policy)) else { continue };
-            let (access, kubeconfig, watch) = (self.access.clone(), last.kubeconfig.clone(), watch.clone());
-            let (instance, events) = (self.settings.instance.clone(), events.clone());
-            tokio::spawn(async move {
-                let seen = observe::member(&access, &kubeconfig, &instance, &cluster, &watch).await;
-                drop(done);
-                let at = seen.at.then(|| watch.revision.clone());
-                let _ = events.send(Event::Observed { policy, cluster, at, healthy: seen.healthy, now: now() });
-            });
-        }
-    }
-
-    fn read_gates(
-        &self,
-        policy: &PolicyId,
-        gates: Vec<flotilla_core::model::rollout::Gate>,
-        shared: &Arc<Shared>,
-        events: &mpsc::UnboundedSender<Event>,
-    ) {
-        let Some(done) = Busy::start(shared, format!("gates {policy}")) else { return };
-        let (policy, shared, events) = (policy.clone(), shared.clone(), events.clone());
-        tokio::spawn(async move {
-            let (readings, failing) = match &shared.http {
-                Some(http) => gates::read(http, &gates).await,
-                None => (BTreeMap::new(), Some("no HTTP client to read gates with".to_owned())),
-            };
-            drop(done);
-            shared.readings.lock().expect("readings lock").insert(policy.clone(), readings);
-            let _ = events.send(Event::Gates { policy, failing, now: now() });
-        });
-    }
-
-    fn read_commands(&self, shared: &Arc<Shared>, events: &mpsc::UnboundedSender<Event>) {
-        let Some(store) = self.store.clone() else { return };
-        let Some(done) = Busy::start(shared, "commands".into()) else { return };
-        let events = events.clone();
-        tokio::spawn(async move {
-            let read = store.commands().await;
-            drop(done);
-            match read {
-                Ok(recorded) => {
-                    for r in recorded {
-                        let _ =
-                            events.send(Event::Command { policy: r.policy, id: r.id, command: r.command, now: now() });
-                    }
-                }
-                Err(e) => warn!(error = %format!("{e:#}"), "rollouts: cannot read commands"),
-            }
-        });
-    }
-}
-
-/// A piece of background work in flight, done when dropped.
-struct Busy {
-    shared: Arc<Shared>,
-    what: String,
-}
-
-impl Busy {
-    /// Marks `what` in flight, unless it already is.
-    fn start(shared: &Arc<Shared>, what: String) -> Option<Self> {
-        shared.busy.lock().expect("busy lock").insert(what.clone()).then(|| Self { shared: shared.clone(), what })
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.shared.busy.lock().expect("busy lock").remove(&self.what);
     }
 }
 

@@ -8,6 +8,7 @@ use flotilla_core::rollout::step::{Phase, State, Times};
 use flotilla_core::rollout::{Batch, PolicyId};
 
 use super::gates::Reading;
+use crate::forge::{CommitState, Status};
 use crate::metrics::{Metrics, PolicyLabel, RolloutStateLabels};
 use crate::status::{Board, FinishedStatus, GateStatus, RolloutStatus, WaveStatus};
 
@@ -117,4 +118,71 @@ fn gate_statuses(readings: &BTreeMap<String, Reading>) -> BTreeMap<String, GateS
 /// Unix milliseconds as RFC 3339.
 fn at(ms: i64) -> Option<String> {
     k8s_openapi::jiff::Timestamp::from_millisecond(ms).ok().map(|t| t.to_string())
+}
+
+/// The commit status a rollout gives the commit it rolls out (context
+/// `flotilla/rollout/<policy>`): pending with the wave it stands at, failure with why it
+/// halted, success once it reached every wave. Repository text in it is made visible
+/// (forges show statuses as plain text). `None` while it never rolled anything out.
+pub fn commit_status(id: &PolicyId, state: &State) -> Option<(String, Status)> {
+    use flotilla_core::escape::visible;
+    let context = format!("flotilla/rollout/{}", visible(&id.short()));
+    let Some(active) = &state.active else {
+        let finished = state.finished.as_ref()?;
+        let description = format!("rolled out in {} waves", finished.batches.len());
+        return Some((finished.revision.clone(), Status { context, state: CommitState::Success, description }));
+    };
+    let of = |batch: usize| {
+        let wave = active.batches.get(batch).map_or(String::new(), |b| visible(&b.wave).into_owned());
+        format!("wave {} of {} ({wave})", batch + 1, active.batches.len())
+    };
+    let (state_, description) = match &active.phase {
+        Phase::Idle => return None,
+        Phase::Waiting { batch } if state.paused => (CommitState::Pending, format!("{}: paused", of(*batch))),
+        Phase::Waiting { batch } => (CommitState::Pending, format!("{}: waiting for a window", of(*batch))),
+        Phase::Progressing { batch, .. } => (CommitState::Pending, format!("{}: applying", of(*batch))),
+        Phase::Soaking { batch, .. } => (CommitState::Pending, format!("{}: soaking", of(*batch))),
+        Phase::Halted { batch, reason, reverted } => {
+            let then = if *reverted { "; reverted" } else { "; paused" };
+            (CommitState::Failure, format!("halted at {}: {}{then}", of(*batch), visible(reason)))
+        }
+    };
+    Some((active.revision.clone(), Status { context, state: state_, description }))
+}
+
+#[cfg(test)]
+mod tests {
+    use flotilla_core::rollout::Batch;
+    use flotilla_core::rollout::step::{Active, Phase, State};
+
+    use super::*;
+
+    #[test]
+    fn a_rollout_tells_its_commit_where_it_stands() {
+        let id = PolicyId { namespace: Some("shop".into()), name: "web".into() };
+        let batch = |wave: &str| Batch { wave: wave.into(), index: 0, clusters: vec!["m1".into()] };
+        let mut state = State::new();
+        assert_eq!(commit_status(&id, &state), None);
+        state.active = Some(Active {
+            revision: "abc".into(),
+            batches: vec![batch("canary"), batch("rest\u{1b}[2J")],
+            phase: Phase::Soaking { batch: 0, since: 0 },
+            batch_started: 0,
+            moved: Default::default(),
+            failed: Default::default(),
+            times: Vec::new(),
+        });
+        let (sha, status) = commit_status(&id, &state).unwrap();
+        assert_eq!((sha.as_str(), status.context.as_str()), ("abc", "flotilla/rollout/shop/web"));
+        assert_eq!(
+            (status.state, status.description.as_str()),
+            (CommitState::Pending, "wave 1 of 2 (canary): soaking")
+        );
+        let reason = "gate errors = 5 (max 1)".to_owned();
+        state.active.as_mut().unwrap().phase = Phase::Halted { batch: 1, reason, reverted: true };
+        let (_, status) = commit_status(&id, &state).unwrap();
+        assert_eq!(status.state, CommitState::Failure);
+        assert!(!status.description.contains('\u{1b}'), "{}", status.description);
+        assert!(status.description.ends_with("gate errors = 5 (max 1); reverted"), "{}", status.description);
+    }
 }

@@ -21,6 +21,10 @@
 //! | the lease won                      | nothing is assigned until the stored state is read (a   |
 //! |                                    | new leader resumes where the last one stood)            |
 //!
+//! A Pull member's agent runs this step as a **follower**: it decides nothing, saves
+//! nothing, and holds its member exactly as the stored state it reads each period (the
+//! push controller's) says.
+//!
 //! An assignment is sent only when it changes, and only when every plan it needs is
 //! there: a member is never sent the head's governed objects for want of the plan it is
 //! held at. A revision with no RolloutPolicy, while no rollout holds anything, is
@@ -141,6 +145,8 @@ pub struct State {
     leading: bool,
     /// The latest time an event carried.
     now: i64,
+    /// A Pull agent's: it follows the stored state and decides nothing.
+    follower: bool,
     /// What was last assigned and saved, to send each only when it changes.
     assigned: Option<Identity>,
     saved: Option<Stored>,
@@ -152,11 +158,21 @@ impl State {
         Self::default()
     }
 
+    /// A Pull agent's loop: it follows the stored state it is given and decides nothing.
+    pub fn follower() -> Self {
+        Self { follower: true, ..Self::default() }
+    }
+
     /// Takes one event; returns what to do, in order.
     pub fn step(&mut self, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
         if let Some(now) = event.now() {
             self.now = self.now.max(now);
+        }
+        if self.follower {
+            self.follow(event, &mut out);
+            self.decide(&mut out);
+            return out;
         }
         match event {
             Event::Leading(leading) => {
@@ -207,6 +223,30 @@ impl State {
         out
     }
 
+    /// A follower's event: the stored state replaces what it knew, plans are kept, and
+    /// nothing else is its to decide. A held revision it cannot render yet (its Git
+    /// not there yet) is asked for again at the next read.
+    fn follow(&mut self, event: Event, out: &mut Vec<Action>) {
+        match event {
+            Event::Leading(leading) => {
+                self.leading = leading;
+                self.assigned = None;
+            }
+            Event::Loaded(stored) => {
+                self.policies = stored.map(|s| s.policies.into_iter().collect()).unwrap_or_default();
+                self.loaded = true;
+            }
+            Event::Published { revision, plan, now } => self.publish(revision, plan, now, out),
+            Event::Rendered { revision, plan } => {
+                self.rendering.remove(&revision);
+                if let Ok(plan) = plan {
+                    self.plans.insert(revision, plan);
+                }
+            }
+            Event::Observed { .. } | Event::Gates { .. } | Event::Command { .. } | Event::Tick(_) => {}
+        }
+    }
+
     fn load(&mut self, stored: Option<Stored>) -> Vec<Action> {
         if let Some(stored) = stored {
             self.policies = stored.policies.into_iter().collect();
@@ -247,7 +287,7 @@ impl State {
             }
             return;
         }
-        if !self.loaded {
+        if !self.loaded || self.follower {
             return;
         }
         self.revise(&revision, &plan, now, out);
@@ -335,7 +375,7 @@ impl State {
         if holding && !self.loaded {
             return;
         }
-        if self.loaded && self.leading {
+        if self.loaded && self.leading && !self.follower {
             let stored = self.stored();
             if self.saved.as_ref().is_none_or(|saved| durable(saved) != durable(&stored)) {
                 self.saved = Some(stored.clone());
@@ -356,9 +396,16 @@ impl State {
             self.assigned = Some(identity);
             out.push(Action::Assign(assignment));
         }
-        // Plans no policy holds a member at are not kept.
-        let held: BTreeSet<&str> = self.policies.values().flat_map(revisions).collect();
-        self.plans.retain(|revision, _| held.contains(revision.as_str()));
+        // Plans no policy refers to are not kept; those it refers to and that are
+        // missing (a state read from the host) are rendered: observing a rollout needs
+        // its last good revision's plan even once no member is held at it.
+        let held: BTreeSet<String> = self.policies.values().flat_map(revisions).map(str::to_owned).collect();
+        self.plans.retain(|revision, _| held.contains(revision));
+        for missing in held.into_iter().filter(|r| *r != head.revision && !self.plans.contains_key(r)) {
+            if self.rendering.insert(missing.clone()) {
+                out.push(Action::Render(missing));
+            }
+        }
     }
 
     fn stored(&self) -> Stored {

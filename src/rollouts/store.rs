@@ -1,9 +1,11 @@
 //! Where rollouts are kept in the host cluster: the loop's state in ConfigMap
-//! `flotilla-rollouts-<instance>` (`state.json`, written only by the leader), and the
-//! commands people give in `flotilla-rollout-commands-<instance>` (`commands.json`,
-//! written by `flotilla rollout pause|resume|abort`, read by the leader). Two objects, so
-//! a command never races the loop's own writes; who may command a rollout is whoever
-//! Kubernetes RBAC lets update that ConfigMap.
+//! `flotilla-rollouts-<instance>` (`state.json`, written only by the leader, read by
+//! Pull agents too), the commands people give in `flotilla-rollout-commands-<instance>`
+//! (`commands.json`, written by `flotilla rollout pause|resume|abort`, read by the
+//! leader), and what each Pull agent sees of its member in
+//! `flotilla-rollout-seen-<instance>-<cluster>` (`seen.json`, written by that agent,
+//! read by the leader). One writer per object, so none races another; who may command a
+//! rollout is whoever Kubernetes RBAC lets update the commands ConfigMap.
 
 use std::sync::Arc;
 
@@ -17,6 +19,7 @@ use crate::host::Host;
 use flotilla_core::rollout::PolicyId;
 
 const STATE: &str = "state.json";
+const SEEN: &str = "seen.json";
 const COMMANDS: &str = "commands.json";
 /// Commands kept in the ConfigMap (the oldest go first).
 const KEPT: usize = 100;
@@ -33,6 +36,30 @@ pub struct Recorded {
     pub command: Command,
     /// When it was given (RFC 3339), for people reading the ConfigMap.
     pub at: String,
+}
+
+/// What a Pull agent saw of its member for each rollout that watches it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Seen {
+    /// One more at every write: a leader that sees it stop moving stops trusting it.
+    pub sequence: u64,
+    /// Per rollout watching the member.
+    pub policies: Vec<SeenPolicy>,
+}
+
+/// What a Pull agent saw for one rollout.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeenPolicy {
+    /// The policy.
+    pub policy: PolicyId,
+    /// The revision it rolls out.
+    pub revision: String,
+    /// Every governed object at that revision.
+    pub at: bool,
+    /// Every governed object healthy.
+    pub healthy: bool,
 }
 
 /// The host cluster's ConfigMaps of one instance.
@@ -74,6 +101,33 @@ impl Store {
         let api = self.api().await?;
         anyhow::ensure!(fence.holds(), "no longer leading");
         api.patch(&name, &PatchParams::apply("flotilla-rollouts").force(), &Patch::Apply(config_map))
+            .await
+            .with_context(|| format!("writing ConfigMap {name}"))?;
+        Ok(())
+    }
+
+    fn seen_name(&self, cluster: &str) -> String {
+        format!("flotilla-rollout-seen-{}-{cluster}", self.instance)
+    }
+
+    /// What the agent of `cluster` last wrote it saw (`None`: nothing yet).
+    pub async fn seen(&self, cluster: &str) -> anyhow::Result<Option<Seen>> {
+        let name = self.seen_name(cluster);
+        let found = self.api().await?.get_opt(&name).await.with_context(|| format!("reading ConfigMap {name}"))?;
+        let Some(text) = found.and_then(|cm| cm.data).and_then(|mut d| d.remove(SEEN)) else { return Ok(None) };
+        Ok(Some(serde_json::from_str(&text).with_context(|| format!("ConfigMap {name}: {SEEN} does not parse"))?))
+    }
+
+    /// Writes what this agent saw of `cluster`.
+    pub async fn save_seen(&self, cluster: &str, seen: &Seen) -> anyhow::Result<()> {
+        let name = self.seen_name(cluster);
+        let text = serde_json::to_string(seen).context("serialising what was seen")?;
+        let config_map =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {SEEN: text}});
+        let params = PatchParams::apply("flotilla-rollouts-agent").force();
+        self.api()
+            .await?
+            .patch(&name, &params, &Patch::Apply(config_map))
             .await
             .with_context(|| format!("writing ConfigMap {name}"))?;
         Ok(())

@@ -470,3 +470,49 @@ async fn a_newer_commit_supersedes_the_rollout_and_starts_at_the_canary() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pull_member_follows_its_wave_through_its_agent() {
+    let (members, ns) = (members(), "e2e-rollout-pull");
+    let spec = format!("{CANARY_THEN_REST}  minSuccessTime: 5s\n");
+    let pull = |text: String| {
+        text.replace(
+            "metadata: {name: member3}\nspec: {syncMode: Push}",
+            "metadata: {name: member3}\nspec: {syncMode: Pull}",
+        )
+    };
+    let served = serve(&pull(repo(ns, V1.0, V1.1, &spec)));
+    let (port, agent_port) = (free_port(), free_port());
+    let (cache, agent_cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let _controller = controller(served.port, "rollout-pull", port, &cache, &[]);
+    let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
+    let _agent = Running(
+        run_from_daemon(served.port)
+            .args(["--interval", "1s", "--instance", "rollout-pull", "--agent", "member3", "--kubeconfig", &kubeconfig])
+            .args(["--heartbeat-kubeconfig", &kubeconfig, "--heartbeat-context", "member1", "--namespace", "default"])
+            .args(["--heartbeat-interval", "1s", "--rollout-monitor-period", "1s"])
+            .args(["--listen", &format!("127.0.0.1:{agent_port}"), "--cache-dir", agent_cache.path().to_str().unwrap()])
+            .quiet(),
+    );
+    everywhere(members, ns, V1, Duration::from_secs(90)).await;
+    write(served.work.path(), "fleet.yaml", pull(repo(ns, V2.0, V2.1, &spec)).as_bytes());
+    commit_and_push(served.work.path(), "web 2");
+    // member3's agent holds it at web:1 through the canary's soak.
+    watching(members, ns, Duration::from_secs(60), (&["member2", "member3"], V2), || async {
+        let seen = rollout(port, ns);
+        runs(members, "member1", ns, V2).await && seen["state"] == "soaking" && seen["batch"] == 1
+    })
+    .await;
+    let soaking = wall(&rollout(port, ns)["waves"][0]["soaking"]);
+    watching(members, ns, Duration::from_secs(30), (&["member2", "member3"], V2), || async {
+        SystemTime::now() > soaking + Duration::from_secs(4)
+    })
+    .await;
+    // The rest moves, and the rollout ends on what member3's agent reports it runs.
+    everywhere(members, ns, V2, Duration::from_secs(60)).await;
+    wait_for("the rollout done, member3 included", Duration::from_secs(60), || async {
+        let seen = rollout(port, ns);
+        seen["state"] == "idle" && seen["finished"]["waves"][1]["clusters"].to_string().contains("member3")
+    })
+    .await;
+}

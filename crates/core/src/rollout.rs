@@ -115,12 +115,8 @@ pub fn governed(loaded: &Loaded) -> Vec<Option<usize>> {
 /// are placed on, in the new revision or the last good one). Each cluster is in the
 /// first wave whose affinity takes it, else in a last wave, [`REST`]; a wave is split
 /// into batches of `maxConcurrent`. Waves that take no placed cluster are left out.
-/// Pull members are left out too: their agents apply each revision as it comes (they do
-/// not follow a rollout yet; docs/rollouts.md).
 pub fn batches(spec: &RolloutSpec, clusters: &[Cluster], placed: &BTreeSet<String>) -> Vec<Batch> {
-    let pull: BTreeSet<&str> =
-        clusters.iter().filter(|c| c.spec.sync_mode == crate::model::SyncMode::Pull).map(|c| c.name.as_str()).collect();
-    let mut left: BTreeSet<&str> = placed.iter().map(String::as_str).filter(|c| !pull.contains(c)).collect();
+    let mut left: BTreeSet<&str> = placed.iter().map(String::as_str).collect();
     let mut out = Vec::new();
     for wave in &spec.waves {
         let taken: Vec<String> = clusters
@@ -140,20 +136,6 @@ pub fn batches(spec: &RolloutSpec, clusters: &[Cluster], placed: &BTreeSet<Strin
         out.push(Batch { wave: REST.into(), index: 0, clusters: left.into_iter().map(str::to_owned).collect() });
     }
     out
-}
-
-/// The Pull members, when the repository declares a RolloutPolicy: rollouts do not
-/// hold them back yet (their agents apply each revision as it comes).
-pub fn unfollowed(loaded: &Loaded) -> Vec<&str> {
-    if loaded.rollout_policies.is_empty() {
-        return Vec::new();
-    }
-    loaded
-        .clusters
-        .iter()
-        .filter(|c| c.spec.sync_mode == crate::model::SyncMode::Pull)
-        .map(|c| c.name.as_str())
-        .collect()
 }
 
 /// `loaded` with only the templates a RolloutPolicy governs, in it or (by key) in
