@@ -27,6 +27,39 @@ impl Host {
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         self.client.get_or_try_init(|| connect(self.kubeconfig.as_ref())).await.cloned()
     }
+
+    /// The JSON document under `key` of ConfigMap `name` in `namespace` (`None` when
+    /// either is missing); one that does not parse is an error naming both.
+    pub async fn read_json<T: serde::de::DeserializeOwned>(
+        &self,
+        namespace: &str,
+        (name, key): (&str, &str),
+    ) -> anyhow::Result<Option<T>> {
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(self.client().await?, namespace);
+        let found = api.get_opt(name).await.with_context(|| format!("reading ConfigMap {name}"))?;
+        let Some(text) = found.and_then(|cm| cm.data).and_then(|mut d| d.remove(key)) else { return Ok(None) };
+        let value = serde_json::from_str(&text).with_context(|| format!("ConfigMap {name}: {key} does not parse"))?;
+        Ok(Some(value))
+    }
+
+    /// Writes `value` as the JSON document under `key` of ConfigMap `name`, by
+    /// server-side apply as field manager `manager` (taking the field over).
+    pub async fn write_json<T: serde::Serialize>(
+        &self,
+        namespace: &str,
+        (name, key): (&str, &str),
+        value: &T,
+        manager: &str,
+    ) -> anyhow::Result<()> {
+        let text = serde_json::to_string(value).with_context(|| format!("serialising ConfigMap {name}: {key}"))?;
+        let config_map = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {key: text}});
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(self.client().await?, namespace);
+        let params = kube::api::PatchParams::apply(manager).force();
+        api.patch(name, &params, &kube::api::Patch::Apply(config_map))
+            .await
+            .with_context(|| format!("writing ConfigMap {name}"))?;
+        Ok(())
+    }
 }
 
 async fn connect(kubeconfig: Option<&(PathBuf, Option<String>)>) -> anyhow::Result<kube::Client> {

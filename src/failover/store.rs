@@ -4,10 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
 use tracing::warn;
 
 use super::step::Memory;
@@ -30,17 +26,9 @@ impl Store {
         format!("flotilla-failover-{}", self.instance)
     }
 
-    async fn api(&self) -> anyhow::Result<Api<ConfigMap>> {
-        Ok(Api::namespaced(self.host.client().await?, &self.namespace))
-    }
-
     /// The stored memory (`None`: none stored yet); an unreadable one is an error.
     pub async fn load(&self) -> anyhow::Result<Option<Memory>> {
-        let name = self.name();
-        let found = self.api().await?.get_opt(&name).await.with_context(|| format!("reading ConfigMap {name}"))?;
-        let Some(text) = found.and_then(|cm| cm.data).and_then(|mut d| d.remove(KEY)) else { return Ok(None) };
-        let memory = serde_json::from_str(&text).with_context(|| format!("ConfigMap {name}: {KEY} does not parse"))?;
-        Ok(Some(memory))
+        self.host.read_json(&self.namespace, (&self.name(), KEY)).await
     }
 
     /// [`Store::load`], retried every 5 s until it answers.
@@ -78,16 +66,6 @@ impl Store {
 
     /// Stores `memory`.
     pub async fn save(&self, memory: &Memory) -> anyhow::Result<()> {
-        let name = self.name();
-        let text = serde_json::to_string(memory).context("serialising the failover memory")?;
-        let config_map =
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {KEY: text}});
-        let params = PatchParams::apply("flotilla-failover").force();
-        self.api()
-            .await?
-            .patch(&name, &params, &Patch::Apply(config_map))
-            .await
-            .with_context(|| format!("writing ConfigMap {name}"))?;
-        Ok(())
+        self.host.write_json(&self.namespace, (&self.name(), KEY), memory, "flotilla-failover").await
     }
 }

@@ -140,6 +140,9 @@ pub struct State {
     plans: BTreeMap<String, Arc<Plan>>,
     /// Revisions asked to be rendered and not rendered yet.
     rendering: BTreeSet<String>,
+    /// A follower's revisions that did not render: not asked for again until the next
+    /// read of the stored state (its Git may not have them yet).
+    failed: BTreeSet<String>,
     /// The stored state was read since the lease was won (or nothing is to be read).
     loaded: bool,
     leading: bool,
@@ -235,12 +238,18 @@ impl State {
             Event::Loaded(stored) => {
                 self.policies = stored.map(|s| s.policies.into_iter().collect()).unwrap_or_default();
                 self.loaded = true;
+                self.failed.clear();
             }
             Event::Published { revision, plan, now } => self.publish(revision, plan, now, out),
             Event::Rendered { revision, plan } => {
                 self.rendering.remove(&revision);
-                if let Ok(plan) = plan {
-                    self.plans.insert(revision, plan);
+                match plan {
+                    Ok(plan) => {
+                        self.plans.insert(revision, plan);
+                    }
+                    Err(_) => {
+                        self.failed.insert(revision);
+                    }
                 }
             }
             Event::Observed { .. } | Event::Gates { .. } | Event::Command { .. } | Event::Tick(_) => {}
@@ -384,12 +393,7 @@ impl State {
         }
         let assignment = match self.assignment(&head) {
             Ok(assignment) => assignment,
-            Err(missing) => {
-                if self.rendering.insert(missing.clone()) {
-                    out.push(Action::Render(missing));
-                }
-                return;
-            }
+            Err(missing) => return self.ask(missing, out),
         };
         let identity = identity(&assignment);
         if self.assigned.as_ref() != Some(&identity) {
@@ -401,10 +405,18 @@ impl State {
         // its last good revision's plan even once no member is held at it.
         let held: BTreeSet<String> = self.policies.values().flat_map(revisions).map(str::to_owned).collect();
         self.plans.retain(|revision, _| held.contains(revision));
-        for missing in held.into_iter().filter(|r| *r != head.revision && !self.plans.contains_key(r)) {
-            if self.rendering.insert(missing.clone()) {
-                out.push(Action::Render(missing));
-            }
+        let missing: Vec<String> =
+            held.into_iter().filter(|r| *r != head.revision && !self.plans.contains_key(r)).collect();
+        for revision in missing {
+            self.ask(revision, out);
+        }
+    }
+
+    /// Asks for `revision`'s plan, unless it is asked for already or (a follower's) did
+    /// not render since the last read.
+    fn ask(&mut self, revision: String, out: &mut Vec<Action>) {
+        if !self.failed.contains(&revision) && self.rendering.insert(revision.clone()) {
+            out.push(Action::Render(revision));
         }
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use super::step::{Command, Stored};
@@ -84,26 +84,15 @@ impl Store {
 
     /// The stored state (`None`: none stored yet); an unreadable one is an error.
     pub async fn load(&self) -> anyhow::Result<Option<Stored>> {
-        let name = self.names().0;
-        let found = self.api().await?.get_opt(&name).await.with_context(|| format!("reading ConfigMap {name}"))?;
-        let Some(text) = found.and_then(|cm| cm.data).and_then(|mut d| d.remove(STATE)) else { return Ok(None) };
-        let stored =
-            serde_json::from_str(&text).with_context(|| format!("ConfigMap {name}: {STATE} does not parse"))?;
-        Ok(Some(stored))
+        self.host.read_json(&self.namespace, (&self.names().0, STATE)).await
     }
 
     /// Stores `stored`, checking `fence` right before the write.
     pub async fn save(&self, stored: &Stored, fence: &crate::leader::Fence) -> anyhow::Result<()> {
-        let name = self.names().0;
-        let text = serde_json::to_string(stored).context("serialising the rollouts")?;
-        let config_map =
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {STATE: text}});
-        let api = self.api().await?;
+        // Connect first, so the fence is checked right before the write itself.
+        self.host.client().await?;
         anyhow::ensure!(fence.holds(), "no longer leading");
-        api.patch(&name, &PatchParams::apply("flotilla-rollouts").force(), &Patch::Apply(config_map))
-            .await
-            .with_context(|| format!("writing ConfigMap {name}"))?;
-        Ok(())
+        self.host.write_json(&self.namespace, (&self.names().0, STATE), stored, "flotilla-rollouts").await
     }
 
     fn seen_name(&self, cluster: &str) -> String {
@@ -112,25 +101,12 @@ impl Store {
 
     /// What the agent of `cluster` last wrote it saw (`None`: nothing yet).
     pub async fn seen(&self, cluster: &str) -> anyhow::Result<Option<Seen>> {
-        let name = self.seen_name(cluster);
-        let found = self.api().await?.get_opt(&name).await.with_context(|| format!("reading ConfigMap {name}"))?;
-        let Some(text) = found.and_then(|cm| cm.data).and_then(|mut d| d.remove(SEEN)) else { return Ok(None) };
-        Ok(Some(serde_json::from_str(&text).with_context(|| format!("ConfigMap {name}: {SEEN} does not parse"))?))
+        self.host.read_json(&self.namespace, (&self.seen_name(cluster), SEEN)).await
     }
 
     /// Writes what this agent saw of `cluster`.
     pub async fn save_seen(&self, cluster: &str, seen: &Seen) -> anyhow::Result<()> {
-        let name = self.seen_name(cluster);
-        let text = serde_json::to_string(seen).context("serialising what was seen")?;
-        let config_map =
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {SEEN: text}});
-        let params = PatchParams::apply("flotilla-rollouts-agent").force();
-        self.api()
-            .await?
-            .patch(&name, &params, &Patch::Apply(config_map))
-            .await
-            .with_context(|| format!("writing ConfigMap {name}"))?;
-        Ok(())
+        self.host.write_json(&self.namespace, (&self.seen_name(cluster), SEEN), seen, "flotilla-rollouts-agent").await
     }
 
     /// The commands recorded, oldest first (none when the ConfigMap is missing).

@@ -208,3 +208,28 @@ fn an_aborted_revision_is_not_rolled_out_again_but_a_different_one_is() {
     new.step(published("r4", &plan("r4", "red", "3", true), 5_000));
     assert_eq!(new.policies()[&web()].active.as_ref().map(|a| a.revision.as_str()), Some("r4"));
 }
+
+#[test]
+fn a_follower_holds_as_the_stored_state_says_and_decides_nothing() {
+    let mut leader = started();
+    leader.step(published("r2", &plan("r2", "green", "1", true), 1_000));
+    let stored = leader.stored();
+
+    let mut agent = State::follower();
+    agent.step(Event::Leading(true));
+    let r2 = plan("r2", "green", "1", true);
+    assert!(holds(&agent.step(published("r2", &r2, 2_000))).is_empty(), "nothing before the state is read");
+    let actions = agent.step(Event::Loaded(Some(stored.clone())));
+    assert!(actions.iter().any(|a| matches!(a, Action::Render(r) if r == "r1")), "{actions:?}");
+    // Its Git has not got r1 yet: it waits, and asks again at the next read.
+    agent.step(Event::Rendered { revision: "r1".into(), plan: Err("not fetched yet".into()) });
+    assert!(agent.policies()[&web()].active.is_some(), "a follower never ends a rollout");
+    let again = agent.step(Event::Loaded(Some(stored)));
+    assert!(again.iter().any(|a| matches!(a, Action::Render(r) if r == "r1")), "{again:?}");
+    let assigned = agent.step(Event::Rendered { revision: "r1".into(), plan: Ok(plan("r1", "blue", "1", true)) });
+    assert_eq!(holds(&assigned)[0]["member3"], ["r1"]);
+    assert!(!assigned.iter().any(|a| matches!(a, Action::Save(_))), "a follower saves nothing");
+    // Observations, commands and time are the leader's to act on.
+    agent.step(Event::Command { policy: web(), id: 9, command: Command::Abort, now: 3_000 });
+    assert!(agent.policies()[&web()].active.is_some());
+}
