@@ -28,8 +28,11 @@ pub async fn observe_cluster(client: &Client, plan: &Plan, cluster: &str) -> Res
     let mut out = Observed::new();
     for key in keys {
         let object = live.get(&key);
-        let health =
-            if unserved.iter().any(|(k, _)| k == &key) { Health::Missing } else { status::health(&key, object) };
+        let health = if unserved.iter().any(|(k, _)| k == &key) {
+            Health::Missing
+        } else {
+            status::interpreted(&plan.loaded.interpreter, &key, object)
+        };
         out.insert(key, (health, object.and_then(|o| o.get("status").cloned())));
     }
     Ok(out)

@@ -79,6 +79,8 @@ struct Tasks {
     observer: Option<JoinHandle<()>>,
     saving: watch::Sender<Option<step::Memory>>,
     saver: JoinHandle<()>,
+    /// The newest revision's interpreter, for the health of customized kinds.
+    interpreter: Arc<flotilla_core::interpret::Interpreter>,
 }
 
 impl Drop for Tasks {
@@ -101,7 +103,14 @@ impl Failover {
         let mut state = State::new(self.settings.decide.clone());
         let (saving, latest) = watch::channel(None);
         let saver = tokio::spawn(self.store().saver(self.fence.clone(), latest));
-        let mut tasks = Tasks { probes: BTreeMap::new(), observed: BTreeSet::new(), observer: None, saving, saver };
+        let mut tasks = Tasks {
+            probes: BTreeMap::new(),
+            observed: BTreeSet::new(),
+            observer: None,
+            saving,
+            saver,
+            interpreter: Arc::default(),
+        };
         let mut kubeconfig = Arc::new(Kubeconfig::default());
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -121,6 +130,7 @@ impl Failover {
                             Ok(read) => kubeconfig = Arc::new(read),
                             Err(e) => warn!(error = %format!("{e:#}"), "failover: cannot read member credentials"),
                         }
+                        tasks.interpreter = plan.loaded.interpreter.clone();
                         Event::Rendered(plan)
                     }
                     Some(event) = received.recv() => event,
@@ -171,7 +181,8 @@ impl Failover {
                     tasks.observer.take().iter().for_each(JoinHandle::abort);
                     tasks.observed = workloads.clone();
                     if !workloads.is_empty() {
-                        let observer = self.observer(workloads, kubeconfig.clone(), events.clone());
+                        let observer =
+                            self.observer(workloads, kubeconfig.clone(), events.clone(), tasks.interpreter.clone());
                         tasks.observer = Some(tokio::spawn(observer));
                     }
                 }
@@ -253,6 +264,7 @@ impl Failover {
         workloads: BTreeSet<(ObjectKey, String)>,
         kubeconfig: Arc<Kubeconfig>,
         events: mpsc::UnboundedSender<Event>,
+        interpreter: Arc<flotilla_core::interpret::Interpreter>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let (pool, trust, timeout, period) =
             (self.access.pool.clone(), self.access.trust, self.access.request_timeout, self.settings.monitor_period);
@@ -273,8 +285,8 @@ impl Failover {
                     };
                     for key in keys {
                         let object = live.get(key);
-                        let healthy =
-                            flotilla_core::status::health(key, object) == flotilla_core::status::Health::Healthy;
+                        let healthy = flotilla_core::status::interpreted(&interpreter, key, object)
+                            == flotilla_core::status::Health::Healthy;
                         let generation = object.and_then(|o| o["metadata"]["generation"].as_i64()).unwrap_or(0);
                         let (key, cluster) = (key.spelled(), cluster.clone());
                         let event = Event::Workload { key, cluster, healthy, generation, now: now() };

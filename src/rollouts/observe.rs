@@ -70,7 +70,7 @@ async fn read(
             seen.at = false;
             seen.why.get_or_insert_with(|| format!("{} is not at the revision", key.spelled()));
         }
-        let health = status::health(key, object);
+        let health = status::interpreted(&watch.plan.loaded.interpreter, key, object);
         if health != Health::Healthy {
             seen.healthy = false;
             seen.why.get_or_insert_with(|| format!("{}: {health}", key.spelled()));

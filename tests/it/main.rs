@@ -12,6 +12,7 @@ mod failover; // a stopped member's replicas run elsewhere; nothing is lost when
 mod fence; // a leader cut off from its Lease stops writing before a standby leads
 mod gitea; // a real forge for the preview tests: Gitea built from its Go module
 mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields
+mod interpret; // the resource interpreter on real members: a custom kind divided and judged by its Lua scripts
 mod inventory; // the inventory: its source, recovery from corruption, parts past one ConfigMap
 mod members; // the member-cluster harness (hack/local-up.sh, per-test namespaces)
 mod outage; // failure and attack: a Git outage, slowloris clients, webhook listener, empty secret

@@ -32,7 +32,8 @@ pub fn referenced(template: &Template) -> BTreeSet<ObjectKey> {
         namespace: Some(ns.into()),
         name: name.into(),
     };
-    template.facts.references.iter().map(|(kind, name)| key(kind, name)).collect()
+    let native = template.facts.references.iter().map(|(kind, name)| key(kind, name));
+    native.chain(template.facts.interpreted.iter().cloned()).collect()
 }
 
 /// The (kind, name) of each object the pod spec of an object of `group` and `kind`

@@ -22,6 +22,7 @@ pub mod diff;
 pub mod escape;
 pub mod failover;
 pub mod finish;
+pub mod interpret;
 pub mod inventory;
 pub mod load;
 pub mod matching;

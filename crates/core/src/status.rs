@@ -87,6 +87,19 @@ pub fn health(key: &ObjectKey, live: Option<&Value>) -> Health {
     }
 }
 
+/// Health as the revision's interpreter judges it: by the kind's `InterpretHealth`
+/// script when a customization has one (Karmada's answer is healthy or not; not healthy
+/// is Degraded, as Karmada's Unhealthy, and so is a script that fails), else [`health`].
+pub fn interpreted(interpreter: &crate::interpret::Interpreter, key: &ObjectKey, live: Option<&Value>) -> Health {
+    let Some(object) = live else { return Health::Missing };
+    match interpreter.healthy(key, object) {
+        None => health(key, live),
+        Some(Ok(true)) => Health::Healthy,
+        Some(Ok(false)) => Health::Degraded("not healthy by its InterpretHealth".into()),
+        Some(Err(e)) => Health::Degraded(e.to_string()),
+    }
+}
+
 fn counters(stale: bool, settled: bool, detail: String) -> Health {
     if stale {
         Health::Progressing("generation not observed yet".into())

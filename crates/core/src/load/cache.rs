@@ -63,6 +63,7 @@ fn collect(loaded: &mut Loaded, file: &CachedFile) {
             Parsed::MultiClusterService(m) => loaded.multi_cluster_services.push(m.clone()),
             Parsed::ClusterTaintPolicy(p) => loaded.cluster_taint_policies.push(p.clone()),
             Parsed::Rollout(r) => loaded.rollout_policies.push(r.clone()),
+            Parsed::Customization(c) => loaded.customizations.push(c.clone()),
             Parsed::NotActedOn(n) => loaded.not_acted_on.push(n.clone()),
         }
     }

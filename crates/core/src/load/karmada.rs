@@ -44,6 +44,9 @@ pub(super) fn object(
         ("networking.karmada.io/v1alpha1", "MultiClusterService") => {
             Parsed::MultiClusterService(doc.read(true, validate::multi_cluster_service)?)
         }
+        ("config.karmada.io/v1alpha1", "ResourceInterpreterCustomization") => {
+            Parsed::Customization(doc.read(false, validate::customization)?)
+        }
         // flotilla's own policy kinds, read as Karmada's are.
         ("flotilla.dev/v1alpha1", "RolloutPolicy") => Parsed::Rollout(doc.read(true, validate::rollout)?),
         ("flotilla.dev/v1alpha1", "ClusterRolloutPolicy") => Parsed::Rollout(doc.read(false, validate::rollout)?),
@@ -62,7 +65,7 @@ pub(super) fn not_acted_on(api_version: &str, kind: &str) -> Option<&'static str
             "not acted on: every render places workloads afresh from Git, so there is no earlier decision to rebalance; change the policy or its weights to move replicas"
         }
         ("config.karmada.io", "ResourceInterpreterCustomization") => {
-            "not read yet: objects of its target kind are copied whole to every member they are placed on, without its replica, health or dependency rules"
+            "not read: only config.karmada.io/v1alpha1 is; objects of its target kind are interpreted by the shipped or native rules"
         }
         ("config.karmada.io", "ResourceInterpreterWebhookConfiguration") => {
             "not called: interpreter webhooks need Karmada's control plane; objects of their kinds are copied whole"

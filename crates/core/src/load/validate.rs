@@ -17,9 +17,11 @@ use crate::model::service::MultiClusterServiceSpec;
 
 mod autoscale;
 mod failover;
+mod interpret;
 mod rollout;
 pub use autoscale::{cron_federated_hpa, federated_hpa};
 pub use failover::cluster_taint_policy;
+pub use interpret::customization;
 pub use rollout::rollout;
 
 type Check = Result<(), String>;

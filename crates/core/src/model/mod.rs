@@ -71,6 +71,10 @@ pub struct Loaded {
     pub rollout_policies: Vec<Arc<Named<rollout::RolloutSpec>>>,
     /// Objects flotilla accepts and does not act on, in file order (see [`NotActedOn`]).
     pub not_acted_on: Vec<Arc<NotActedOn>>,
+    /// ResourceInterpreterCustomizations, sorted by name.
+    pub customizations: Vec<Arc<Named<crate::interpret::CustomizationSpec>>>,
+    /// The revision's resource interpreter: its customizations over the shipped ones.
+    pub interpreter: Arc<crate::interpret::Interpreter>,
 }
 
 /// An object of a kind flotilla accepts (so a repository holding one still loads) but

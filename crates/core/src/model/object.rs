@@ -145,6 +145,8 @@ pub struct Facts {
     /// Objects the pod spec names (kind, name), in the template's namespace: what
     /// `propagateDeps` carries along.
     pub references: Vec<(&'static str, Box<str>)>,
+    /// What a customization's `GetDependencies` names, any kind and namespace.
+    pub interpreted: Vec<ObjectKey>,
     /// The template's `work.karmada.io/conflict-resolution` annotation, as written
     /// (`render::conflict_resolution` reads it).
     pub conflict_resolution: Option<Box<str>>,
@@ -158,6 +160,7 @@ impl Facts {
             workload: crate::schedule::workload_of(group, kind, object),
             uid: object.pointer("/metadata/uid").and_then(Value::as_str).map(Into::into),
             references: crate::dependencies::references(group, kind, object),
+            interpreted: Vec::new(),
             conflict_resolution: object
                 .pointer("/metadata/annotations")
                 .and_then(|a| a.get(crate::render::CONFLICT_ANNOTATION))

@@ -80,6 +80,9 @@ pub enum OverrideError {
         /// What is wrong.
         message: String,
     },
+    /// A customization's `ReviseReplica` failed.
+    #[error(transparent)]
+    Interpret(#[from] crate::interpret::InterpretError),
 }
 
 fn describe(policy: &Named<OverrideSpec>) -> String {

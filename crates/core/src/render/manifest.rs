@@ -22,7 +22,7 @@ fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideEr
     let template = &loaded.templates[rendered.template];
     let mut object = template.object();
     default_job(&mut object, &template.key);
-    revise_replicas(&mut object, &template.key, rendered.replicas, rendered.completions);
+    revise(&mut object, loaded, template, rendered)?;
     overrides::apply(&mut object, loaded, &rendered.overrides)?;
     if template.labels.get(RETAIN_REPLICAS_LABEL) == Some("true") {
         release_replicas(&mut object);
@@ -52,6 +52,24 @@ fn default_job(object: &mut Value, key: &ObjectKey) {
         spec.insert("parallelism".into(), 1.into());
         spec.insert("completions".into(), 1.into());
     }
+}
+
+/// Revises the replicas of `object` to what `rendered` assigns: by the kind's
+/// `ReviseReplica` script when a customization has one, else by the native rule.
+pub(super) fn revise(
+    object: &mut Value,
+    loaded: &Loaded,
+    template: &Template,
+    rendered: &Rendered,
+) -> Result<(), crate::interpret::InterpretError> {
+    if let Some(replicas) = rendered.replicas
+        && let Some(revised) = loaded.interpreter.revise(&template.key, object, replicas)
+    {
+        *object = revised?;
+        return Ok(());
+    }
+    revise_replicas(object, &template.key, rendered.replicas, rendered.completions);
+    Ok(())
 }
 
 /// Sets the assigned replicas: Deployment, ReplicaSet, StatefulSet `spec.replicas`;

@@ -270,6 +270,6 @@ type Trial = ((bool, bool), Vec<overrides::RuleRef>, Result<(), String>);
 fn trial(loaded: &Loaded, rendered: &Rendered) -> Result<(), OverrideError> {
     let template = &loaded.templates[rendered.template];
     let mut object = template.object();
-    revise_replicas(&mut object, &template.key, rendered.replicas, rendered.completions);
+    manifest::revise(&mut object, loaded, template, rendered)?;
     overrides::apply(&mut object, loaded, &rendered.overrides)
 }

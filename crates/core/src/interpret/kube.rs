@@ -1,0 +1,126 @@
+//! Karmada's `kube` Lua library (`local kube = require("kube")`), the functions its
+//! customizations call, computed as flotilla computes the same facts for native kinds.
+
+use mlua::{Lua, LuaSerdeExt, MultiValue, Table, Value as Lua_};
+use serde_json::{Value, json};
+
+use crate::schedule::capacity;
+
+pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
+    let kube = lua.create_table()?;
+    kube.set("resourceAdd", lua.create_function(|_, args: MultiValue| resource_add(args))?)?;
+    kube.set("getResourceQuantity", lua.create_function(|_, q: Lua_| quantity_number(&q))?)?;
+    kube.set(
+        "accuratePodRequirements",
+        lua.create_function(|lua, template: Lua_| {
+            let template: Value = lua.from_value(template)?;
+            lua.to_value(&pod_requirements(&template))
+        })?,
+    )?;
+    kube.set(
+        "getPodDependencies",
+        lua.create_function(|lua, (template, namespace): (Lua_, Lua_)| {
+            let template: Value = lua.from_value(template)?;
+            let namespace = match namespace {
+                Lua_::Nil => "default".to_owned(),
+                Lua_::String(s) => s.to_str()?.to_owned(),
+                Lua_::Integer(i) => i.to_string(),
+                other => {
+                    return Err(mlua::Error::runtime(format!(
+                        "namespace: expected a string, got {}",
+                        other.type_name()
+                    )));
+                }
+            };
+            let deps = pod_dependencies(&template, &namespace);
+            lua.to_value_with(&deps, mlua::serde::ser::Options::new().set_array_metatable(true))
+        })?,
+    )?;
+    Ok(kube)
+}
+
+/// A quantity argument: nil is zero, a string is parsed as Kubernetes does.
+fn milli_of(value: &Lua_) -> mlua::Result<i128> {
+    match value {
+        Lua_::Nil => Ok(0),
+        Lua_::String(s) => {
+            let text = s.to_str()?;
+            capacity::milli(&text).ok_or_else(|| mlua::Error::runtime(format!("{text:?} is not a resource quantity")))
+        }
+        other => Err(mlua::Error::runtime(format!("a resource quantity is a string, not a {}", other.type_name()))),
+    }
+}
+
+fn resource_add(args: MultiValue) -> mlua::Result<String> {
+    let mut total = 0i128;
+    for arg in &args {
+        total = total.saturating_add(milli_of(arg)?);
+    }
+    Ok(format_milli(total))
+}
+
+fn quantity_number(value: &Lua_) -> mlua::Result<f64> {
+    let milli = milli_of(value)?;
+    if milli < 0 {
+        return Err(mlua::Error::runtime("a negative resource quantity"));
+    }
+    Ok(milli as f64 / 1000.0)
+}
+
+/// A quantity in Kubernetes' canonical form for what `milli` reads: whole units, or
+/// thousandths with `m`.
+pub(super) fn format_milli(milli: i128) -> String {
+    if milli % 1000 == 0 { (milli / 1000).to_string() } else { format!("{milli}m") }
+}
+
+/// Karmada's `GenerateReplicaRequirements` of a pod template: the requests of one pod,
+/// its node claim (selector, tolerations, required node affinity) and priority class.
+pub(super) fn pod_requirements(template: &Value) -> Value {
+    let pod = json!({"spec": template.get("spec").cloned().unwrap_or(Value::Null)});
+    let requests = crate::schedule::workload_of("", "Pod", &pod).requests;
+    let mut out = serde_json::Map::new();
+    if !requests.is_empty() {
+        let request: serde_json::Map<String, Value> =
+            requests.into_iter().map(|(name, milli)| (name, Value::String(format_milli(milli)))).collect();
+        out.insert("resourceRequest".into(), Value::Object(request));
+    }
+    let spec = template.get("spec");
+    let mut claim = serde_json::Map::new();
+    for (from, to) in [("nodeSelector", "nodeSelector"), ("tolerations", "tolerations")] {
+        if let Some(v) = spec.and_then(|s| s.get(from)).filter(|v| !is_empty(v)) {
+            claim.insert(to.into(), v.clone());
+        }
+    }
+    if let Some(v) =
+        spec.and_then(|s| s.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"))
+    {
+        claim.insert("hardNodeAffinity".into(), v.clone());
+    }
+    if !claim.is_empty() {
+        out.insert("nodeClaim".into(), Value::Object(claim));
+    }
+    if let Some(class) = spec.and_then(|s| s.get("priorityClassName")).and_then(Value::as_str).filter(|c| !c.is_empty())
+    {
+        out.insert("priorityClassName".into(), class.into());
+    }
+    Value::Object(out)
+}
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// Karmada's `GetDependenciesFromPodTemplate`: what a pod made from `template` in
+/// `namespace` refers to, as dependency references.
+pub(super) fn pod_dependencies(template: &Value, namespace: &str) -> Vec<Value> {
+    let pod = json!({"spec": template.get("spec").cloned().unwrap_or(Value::Null)});
+    crate::dependencies::references("", "Pod", &pod)
+        .into_iter()
+        .map(|(kind, name)| json!({"apiVersion": "v1", "kind": kind, "namespace": namespace, "name": &*name}))
+        .collect()
+}

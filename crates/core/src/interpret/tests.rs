@@ -1,0 +1,192 @@
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::model::{ClusterState, Limits, Plan, RepoFiles};
+
+const CLUSTERS: &str = "apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {name: member1}\nspec: {syncMode: Push}\n---\napiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {name: member2}\nspec: {syncMode: Push}\n";
+
+/// `apiVersion`/`kind` named `name` in `shop`, divided 2:1 over member1 and member2.
+fn divided(api_version: &str, kind: &str, name: &str) -> String {
+    format!(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: {name}, namespace: shop}}\nspec:\n  resourceSelectors: [{{apiVersion: {api_version}, kind: {kind}, name: {name}}}]\n  placement:\n    clusterAffinity: {{clusterNames: [member1, member2]}}\n    replicaScheduling:\n      replicaSchedulingType: Divided\n      replicaDivisionPreference: Weighted\n      weightPreference:\n        staticWeightList:\n        - {{targetCluster: {{clusterNames: [member1]}}, weight: 2}}\n        - {{targetCluster: {{clusterNames: [member2]}}, weight: 1}}\n"
+    )
+}
+
+const ROLLOUT: &str = "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: 6\n  selector: {matchLabels: {app: web}}\n  strategy: {canary: {steps: [{setWeight: 20}, {pause: {}}]}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: nginx, resources: {requests: {cpu: 250m, memory: 64Mi}}, envFrom: [{configMapRef: {name: web-config}}]}]\n";
+
+fn plan(docs: &[&str]) -> Result<Plan, crate::LoadError> {
+    let mut files = RepoFiles { revision: "r1".into(), ..Default::default() };
+    files.files.insert("fleet.yaml".into(), docs.join("\n---\n").into_bytes());
+    crate::plan(&files, &ClusterState::default(), &Limits::default())
+}
+
+/// `field` of the object named `name` in `cluster`.
+fn field(plan: &Plan, cluster: &str, name: &str, pointer: &str) -> Option<Value> {
+    plan.manifests(cluster)
+        .map(|m| m.unwrap())
+        .find(|m| m.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+        .and_then(|m| m.pointer(pointer).cloned())
+}
+
+#[test]
+fn an_argo_rollout_is_divided_by_the_shipped_customization() {
+    let plan = plan(&[CLUSTERS, ROLLOUT, &divided("argoproj.io/v1alpha1", "Rollout", "web")]).unwrap();
+    assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+    assert_eq!(field(&plan, "member1", "web", "/spec/replicas"), Some(json!(4)));
+    assert_eq!(field(&plan, "member2", "web", "/spec/replicas"), Some(json!(2)));
+    // The requests came from kube.accuratePodRequirements.
+    let template = plan.loaded.templates.iter().find(|t| t.key.kind == "Rollout").unwrap();
+    assert_eq!(template.facts.workload.replicas, 6);
+    assert_eq!(template.facts.workload.requests.get("cpu"), Some(&250));
+}
+
+#[test]
+fn the_shipped_rollout_health_follows_its_phase() {
+    let interpreter = Interpreter::new(Vec::new());
+    let key = ObjectKey {
+        api_version: "argoproj.io/v1alpha1".into(),
+        kind: "Rollout".into(),
+        namespace: Some("shop".into()),
+        name: "web".into(),
+    };
+    let observed = |status: Value| json!({"spec": {"replicas": 3}, "status": status});
+    let healthy = |status| interpreter.healthy(&key, &observed(status)).unwrap().unwrap();
+    assert!(healthy(json!({"phase": "Healthy"})));
+    assert!(healthy(json!({"phase": "Paused"})));
+    assert!(!healthy(json!({"phase": "Degraded"})));
+    assert!(!healthy(json!({"phase": "Progressing", "availableReplicas": 2, "updatedReplicas": 3})));
+    assert!(healthy(json!({"phase": "Progressing", "availableReplicas": 3, "updatedReplicas": 3})));
+    assert!(!interpreter.healthy(&key, &json!({"spec": {}})).unwrap().unwrap());
+}
+
+/// A user's own kind: replicas at `spec.size`, revised there.
+const CUSTOMIZATION: &str = "apiVersion: config.karmada.io/v1alpha1\nkind: ResourceInterpreterCustomization\nmetadata: {name: cache}\nspec:\n  target: {apiVersion: example.com/v1, kind: Cache}\n  customizations:\n    replicaResource:\n      luaScript: |\n        function GetReplicas(obj)\n          return obj.spec.size, {resourceRequest = {cpu = '1'}}\n        end\n    replicaRevision:\n      luaScript: |\n        function ReviseReplica(obj, desired)\n          obj.spec.size = desired\n          return obj\n        end\n    dependencyInterpretation:\n      luaScript: |\n        function GetDependencies(obj)\n          return {{apiVersion = 'v1', kind = 'Secret', name = obj.spec.secret}}\n        end\n";
+
+const CACHE: &str = "apiVersion: example.com/v1\nkind: Cache\nmetadata: {name: hot, namespace: shop}\nspec: {size: 9, secret: hot-auth}\n";
+
+#[test]
+fn a_repository_customization_divides_a_users_own_kind() {
+    let plan = plan(&[CLUSTERS, CUSTOMIZATION, CACHE, &divided("example.com/v1", "Cache", "hot")]).unwrap();
+    assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+    assert_eq!(field(&plan, "member1", "hot", "/spec/size"), Some(json!(6)));
+    assert_eq!(field(&plan, "member2", "hot", "/spec/size"), Some(json!(3)));
+    let template = plan.loaded.templates.iter().find(|t| t.key.kind == "Cache").unwrap();
+    assert_eq!(template.facts.interpreted.len(), 1);
+    assert_eq!(template.facts.interpreted[0].to_string(), "v1 Secret shop/hot-auth");
+    // Without the customization the kind is copied whole.
+    let plain = plan_without_customization();
+    assert_eq!(field(&plain, "member1", "hot", "/spec/size"), Some(json!(9)));
+}
+
+fn plan_without_customization() -> Plan {
+    plan(&[CLUSTERS, CACHE, &divided("example.com/v1", "Cache", "hot")]).unwrap()
+}
+
+#[test]
+fn a_repository_customization_wins_over_the_shipped_one() {
+    let own = "apiVersion: config.karmada.io/v1alpha1\nkind: ResourceInterpreterCustomization\nmetadata: {name: my-rollout}\nspec:\n  target: {apiVersion: argoproj.io/v1alpha1, kind: Rollout}\n  customizations:\n    replicaResource:\n      luaScript: |\n        function GetReplicas(obj)\n          return 3, nil\n        end\n";
+    let plan = plan(&[CLUSTERS, own, ROLLOUT, &divided("argoproj.io/v1alpha1", "Rollout", "web")]).unwrap();
+    // GetReplicas from the repository (3, split 2:1); ReviseReplica still shipped.
+    assert_eq!(field(&plan, "member1", "web", "/spec/replicas"), Some(json!(2)));
+    assert_eq!(field(&plan, "member2", "web", "/spec/replicas"), Some(json!(1)));
+}
+
+/// A customization of the Cache kind whose GetReplicas body is `body`.
+fn replicas_script(body: &str) -> String {
+    let body: String = body.lines().map(|l| format!("          {l}\n")).collect();
+    format!(
+        "apiVersion: config.karmada.io/v1alpha1\nkind: ResourceInterpreterCustomization\nmetadata: {{name: hostile}}\nspec:\n  target: {{apiVersion: example.com/v1, kind: Cache}}\n  customizations:\n    replicaResource:\n      luaScript: |\n        function GetReplicas(obj)\n{body}        end\n"
+    )
+}
+
+/// The load error of a repository whose customization runs `body`, and how long it took.
+fn refused(body: &str) -> (String, Duration) {
+    let started = Instant::now();
+    let error = plan(&[CLUSTERS, &replicas_script(body), CACHE, &divided("example.com/v1", "Cache", "hot")])
+        .err()
+        .unwrap_or_else(|| panic!("{body} was not refused"))
+        .to_string();
+    (error, started.elapsed())
+}
+
+#[test]
+fn a_script_that_loops_forever_is_refused_within_a_second() {
+    let (error, took) = refused("while true do end");
+    assert!(
+        error.contains("ResourceInterpreterCustomization hostile: GetReplicas of example.com/v1 Cache shop/hot failed"),
+        "{error}"
+    );
+    assert!(error.contains("budget"), "{error}");
+    assert!(error.starts_with("fleet.yaml"), "names the template's file: {error}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+}
+
+#[test]
+fn a_script_that_allocates_without_end_is_refused_within_a_second() {
+    let (error, took) =
+        refused("local t = {}\nlocal s = 'xxxxxxxxxxxxxxxx'\nwhile true do s = s .. s; t[#t + 1] = s end");
+    assert!(error.contains("memory limit"), "{error}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let (error, _) = refused("return #string.rep('x', 1000000000)");
+    assert!(error.contains("memory limit"), "{error}");
+}
+
+#[test]
+fn a_script_cannot_reach_the_world() {
+    for (body, says) in [
+        ("os.execute('touch /tmp/flotilla-pwned')\nreturn 1", "os"),
+        ("io.open('/etc/passwd')\nreturn 1", "io"),
+        ("require('os')\nreturn 1", "not available"),
+        ("print('hello')\nreturn 1", "print is not allowed"),
+        ("loadstring('return 1')()\nreturn 1", "loadstring is not allowed"),
+        ("return string.dump(GetReplicas)", "dump"),
+        ("return math.random(10)", "random"),
+        ("setmetatable({}, {})\nreturn 1", "setmetatable is not allowed"),
+        ("debug.getinfo(1)\nreturn 1", "debug"),
+        ("string.upper = nil\nreturn 1", "read-only"),
+    ] {
+        let (error, _) = refused(body);
+        assert!(error.contains(says), "{body}: {error}");
+    }
+    assert!(!std::path::Path::new("/tmp/flotilla-pwned").exists());
+}
+
+#[test]
+fn one_call_leaves_nothing_behind_for_the_next() {
+    let script: Arc<str> = "calls = (calls or 0) + 1\nfunction F() return calls end".into();
+    for _ in 0..3 {
+        assert_eq!(lua::call(&script, "F", &[]).unwrap(), vec![json!(1)]);
+    }
+}
+
+#[test]
+fn a_script_that_does_not_compile_is_refused_on_load_naming_the_customization() {
+    let broken = replicas_script("return (");
+    let error = plan(&[CLUSTERS, &broken]).err().unwrap().to_string();
+    assert!(error.contains("GetReplicas script does not compile"), "{error}");
+    assert!(error.contains("fleet.yaml"), "{error}");
+}
+
+#[test]
+fn json_comes_back_as_it_went_in() {
+    let script: Arc<str> = "function F(obj) return obj end".into();
+    let object = json!({"a": [], "b": {}, "c": [1, 2.5, "x", true], "d": {"e": null, "f": 7}});
+    let back = lua::call(&script, "F", &[&object]).unwrap();
+    // A null field is nil in Lua, so it is left out, as Karmada's conversion does.
+    assert_eq!(back, vec![json!({"a": [], "b": {}, "c": [1, 2.5, "x", true], "d": {"f": 7}})]);
+}
+
+#[test]
+fn every_shipped_customization_parses_and_compiles() {
+    assert_eq!(shipped::all().len(), shipped::FILES.len());
+    for c in shipped::all() {
+        for operation in Operation::ALL {
+            if let Some(script) = operation.script(&c.spec.customizations) {
+                lua::compile(&script.lua_script).unwrap_or_else(|e| panic!("{} {}: {e}", c.name, operation.function()));
+            }
+        }
+    }
+}
