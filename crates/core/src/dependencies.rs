@@ -40,6 +40,15 @@ pub fn referenced(template: &Template) -> BTreeSet<ObjectKey> {
 /// references, sorted and without repeats.
 pub fn references(group: &str, kind: &str, object: &Value) -> Vec<(&'static str, Box<str>)> {
     let mut out = BTreeSet::new();
+    // Karmada's getIngressDependencies: the TLS Secrets.
+    if (group, kind) == ("networking.k8s.io", "Ingress") {
+        for tls in object.pointer("/spec/tls").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(name) = tls.get("secretName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                out.insert(("Secret", name.into()));
+            }
+        }
+        return out.into_iter().collect();
+    }
     let Some(spec) = pod_spec(group, kind, object) else {
         return Vec::new();
     };
@@ -57,6 +66,13 @@ pub fn references(group: &str, kind: &str, object: &Value) -> Vec<(&'static str,
         add("ConfigMap", str_at(volume, "/configMap/name"));
         add("Secret", str_at(volume, "/secret/secretName"));
         add("PersistentVolumeClaim", str_at(volume, "/persistentVolumeClaim/claimName"));
+        // The volume plugins whose credentials are Secrets (Karmada's lifted
+        // VisitPodSecretNames).
+        add("Secret", str_at(volume, "/azureFile/secretName"));
+        for plugin in ["cephfs", "cinder", "flexVolume", "rbd", "scaleIO", "iscsi", "storageos"] {
+            add("Secret", volume.get(plugin).and_then(|p| str_at(p, "/secretRef/name")));
+        }
+        add("Secret", str_at(volume, "/csi/nodePublishSecretRef/name"));
         for source in volume.pointer("/projected/sources").and_then(Value::as_array).into_iter().flatten() {
             add("ConfigMap", str_at(source, "/configMap/name"));
             add("Secret", str_at(source, "/secret/name"));
@@ -75,5 +91,76 @@ pub fn references(group: &str, kind: &str, object: &Value) -> Vec<(&'static str,
             add("Secret", str_at(from, "/secretRef/name"));
         }
     }
+    // A StatefulSet's own claims (volumeClaimTemplates) are made by the StatefulSet in
+    // the member: a PVC of that name in the pod spec is not a dependency.
+    if (group, kind) == ("apps", "StatefulSet") {
+        for claim in object.pointer("/spec/volumeClaimTemplates").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(name) = claim.pointer("/metadata/name").and_then(Value::as_str) {
+                out.remove(&("PersistentVolumeClaim", name.into()));
+            }
+        }
+    }
     out.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::references;
+
+    fn names(group: &str, kind: &str, object: serde_json::Value) -> Vec<String> {
+        references(group, kind, &object).into_iter().map(|(k, n)| format!("{k}/{n}")).collect()
+    }
+
+    /// Karmada's `Test_getIngressDependencies` "ingress with dependencies 2".
+    #[test]
+    fn get_ingress_dependencies_ingress_with_dependencies_2() {
+        let ingress = json!({"spec": {"tls": [{"secretName": "cloud-secret"}, {"secretName": "test-secret"}]}});
+        assert_eq!(names("networking.k8s.io", "Ingress", ingress), ["Secret/cloud-secret", "Secret/test-secret"]);
+    }
+
+    /// Karmada's `Test_getStatefulSetDependencies` "statefulset with partial dependencies 4":
+    /// the PVC a volumeClaimTemplate makes is left out.
+    #[test]
+    fn get_statefulset_dependencies_statefulset_with_partial_dependencies_4() {
+        let pod = json!({
+            "serviceAccountName": "test-serviceaccount",
+            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "test-pvc"}},
+                        {"name": "c", "configMap": {"name": "test-configmap"}}],
+            "imagePullSecrets": [{"name": "test-secret"}],
+        });
+        let with = |claims: serde_json::Value| json!({"spec": {"template": {"spec": pod.clone()}, "volumeClaimTemplates": claims}});
+        let all = names("apps", "StatefulSet", with(json!([])));
+        assert_eq!(
+            all,
+            [
+                "ConfigMap/test-configmap",
+                "PersistentVolumeClaim/test-pvc",
+                "Secret/test-secret",
+                "ServiceAccount/test-serviceaccount"
+            ]
+        );
+        let partial = names("apps", "StatefulSet", with(json!([{"metadata": {"name": "test-pvc"}}])));
+        assert_eq!(partial, ["ConfigMap/test-configmap", "Secret/test-secret", "ServiceAccount/test-serviceaccount"]);
+    }
+
+    /// Karmada's lifted `TestPodSecrets`: every volume plugin's Secret is followed.
+    #[test]
+    fn pod_secrets() {
+        let pod = json!({"spec": {"volumes": [
+            {"azureFile": {"secretName": "Spec.Volumes[*].VolumeSource.AzureFile.SecretName"}},
+            {"cephfs": {"secretRef": {"name": "Spec.Volumes[*].VolumeSource.CephFS.SecretRef"}}},
+            {"cinder": {"secretRef": {"name": "Spec.Volumes[*].VolumeSource.Cinder.SecretRef"}}},
+            {"flexVolume": {"secretRef": {"name": "Spec.Volumes[*].VolumeSource.FlexVolume.SecretRef"}}},
+            {"projected": {"sources": [{"secret": {"name": "Spec.Volumes[*].VolumeSource.Projected.Sources[*].Secret"}}]}},
+            {"rbd": {"secretRef": {"name": "Spec.Volumes[*].VolumeSource.RBD.SecretRef"}}},
+            {"secret": {"secretName": "Spec.Volumes[*].VolumeSource.Secret.SecretName"}},
+            {"scaleIO": {"secretRef": {"name": "Spec.Volumes[*].VolumeSource.ScaleIO.SecretRef"}}},
+            {"iscsi": {"secretRef": {"name": "Spec.Volumes[*].VolumeSource.ISCSI.SecretRef"}}},
+            {"storageos": {"secretRef": {"name": "Spec.Volumes[*].VolumeSource.StorageOS.SecretRef"}}},
+            {"csi": {"nodePublishSecretRef": {"name": "Spec.Volumes[*].VolumeSource.CSI.NodePublishSecretRef"}}},
+        ]}});
+        assert_eq!(names("", "Pod", pod).len(), 11);
+    }
 }
