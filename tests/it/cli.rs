@@ -305,7 +305,8 @@ fn diff_refuses_a_cluster_no_revision_declares() {
 fn karmada_kinds_flotilla_does_not_act_on_are_accepted_with_a_warning() {
     let kinds = [
         ("apps.karmada.io/v1alpha1", "WorkloadRebalancer", "no earlier decision to rebalance"),
-        ("config.karmada.io/v1alpha1", "ResourceInterpreterCustomization", "copied whole"),
+        ("config.karmada.io/v1alpha1", "ResourceInterpreterWebhookConfiguration", "copied whole"),
+        ("config.karmada.io/v1alpha2", "ResourceInterpreterCustomization", "only config.karmada.io/v1alpha1"),
         ("search.karmada.io/v1alpha1", "ResourceRegistry", "no searchable cache"),
         ("policy.karmada.io/v1alpha1", "FederatedResourceQuota", "neither divided"),
         ("networking.karmada.io/v1alpha1", "MultiClusterIngress", "no ingress"),
@@ -332,6 +333,13 @@ fn karmada_kinds_flotilla_does_not_act_on_are_accepted_with_a_warning() {
     let (code, _, stderr) = run(&["render", repo.path().to_str().unwrap()]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("PropagationPolicyy is not a Karmada kind flotilla knows"), "{stderr}");
+    // The customization flotilla does read is read strictly: a missing target is an
+    // error naming its file, document and line.
+    let read = "apiVersion: config.karmada.io/v1alpha1\nkind: ResourceInterpreterCustomization\nmetadata: {name: r}\nspec: {customizations: {}}\n";
+    let repo = crate::support::repo(&[("ric.yaml", read.as_bytes())]);
+    let (code, _, stderr) = run(&["render", repo.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("ric.yaml: document 1") && stderr.contains("target"), "{stderr}");
 }
 
 /// An object its policy suspends is rendered with a comment saying apply leaves it alone,
