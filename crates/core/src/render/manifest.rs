@@ -5,11 +5,12 @@
 use serde_json::{Map, Value};
 
 use super::*;
+use crate::model::plan::Revised;
 
 impl Plan {
     /// The full object for one rendered entry.
     pub fn manifest(&self, rendered: &Rendered) -> Result<Value, OverrideError> {
-        materialize(&self.loaded, rendered)
+        materialize(&self.loaded, rendered, &self.revised)
     }
 
     /// Every manifest of one cluster, in output order.
@@ -18,11 +19,9 @@ impl Plan {
     }
 }
 
-fn materialize(loaded: &Loaded, rendered: &Rendered) -> Result<Value, OverrideError> {
+fn materialize(loaded: &Loaded, rendered: &Rendered, revised: &Revised) -> Result<Value, OverrideError> {
     let template = &loaded.templates[rendered.template];
-    let mut object = template.object();
-    default_job(&mut object, &template.key);
-    revise(&mut object, loaded, template, rendered)?;
+    let mut object = self::revised(loaded, rendered, revised)?;
     overrides::apply(&mut object, loaded, &rendered.overrides)?;
     if template.labels.get(RETAIN_REPLICAS_LABEL) == Some("true") {
         release_replicas(&mut object);
@@ -54,22 +53,35 @@ fn default_job(object: &mut Value, key: &ObjectKey) {
     }
 }
 
-/// Revises the replicas of `object` to what `rendered` assigns: by the kind's
-/// `ReviseReplica` script when a customization has one, else by the native rule.
-pub(super) fn revise(
-    object: &mut Value,
+/// The template of `rendered` (a Job defaulted) with its replicas revised to what
+/// `rendered` assigns: by the kind's `ReviseReplica` script when a customization has
+/// one (once per count in a plan, held in `revised`), else by the native rule.
+pub(super) fn revised(
     loaded: &Loaded,
-    template: &Template,
     rendered: &Rendered,
-) -> Result<(), crate::interpret::InterpretError> {
-    if let Some(replicas) = rendered.replicas
-        && let Some(revised) = loaded.interpreter.revise(&template.key, object, replicas)
-    {
-        *object = revised?;
-        return Ok(());
+    revised: &Revised,
+) -> Result<Value, crate::interpret::InterpretError> {
+    let template = &loaded.templates[rendered.template];
+    let key = &template.key;
+    let customized = loaded.interpreter.script(&key.api_version, &key.kind, crate::interpret::Operation::Revise);
+    if let (Some(replicas), Some(_)) = (rendered.replicas, customized) {
+        let answer = revised.get_or(rendered.template, replicas, || {
+            let mut object = template.object();
+            default_job(&mut object, key);
+            match loaded.interpreter.revise(key, &object, replicas) {
+                Some(answer) => answer.map(std::sync::Arc::new),
+                None => {
+                    revise_replicas(&mut object, key, rendered.replicas, rendered.completions);
+                    Ok(std::sync::Arc::new(object))
+                }
+            }
+        });
+        return answer.map(std::sync::Arc::unwrap_or_clone);
     }
-    revise_replicas(object, &template.key, rendered.replicas, rendered.completions);
-    Ok(())
+    let mut object = template.object();
+    default_job(&mut object, key);
+    revise_replicas(&mut object, key, rendered.replicas, rendered.completions);
+    Ok(object)
 }
 
 /// Sets the assigned replicas: Deployment, ReplicaSet, StatefulSet `spec.replicas`;
@@ -190,6 +202,25 @@ pub fn strip(object: &mut Value, key: &ObjectKey) {
         ("batch", "Job", Some(spec)) => strip_job(spec),
         _ => {}
     }
+    match (key.group(), key.kind.as_str()) {
+        // The token Secrets a member's token controller made for this account are its own.
+        ("", "ServiceAccount") => {
+            let prefix = format!("{}-token-", key.name);
+            if let Some(secrets) = root.get_mut("secrets").and_then(Value::as_array_mut) {
+                secrets.retain(|s| !s.get("name").and_then(Value::as_str).is_some_and(|n| n.starts_with(&prefix)));
+            }
+        }
+        // A service-account token is minted by each member for its own account.
+        ("", "Secret") if root.get("type").and_then(Value::as_str) == Some("kubernetes.io/service-account-token") => {
+            root.remove("data");
+            if let Some(annotations) =
+                root.get_mut("metadata").and_then(|m| m.get_mut("annotations")).and_then(Value::as_object_mut)
+            {
+                annotations.remove("kubernetes.io/service-account.uid");
+            }
+        }
+        _ => {}
+    }
 }
 
 fn strip_job(spec: &mut Map<String, Value>) {
@@ -216,7 +247,40 @@ fn strip_job(spec: &mut Map<String, Value>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::{ClusterState, Limits, RepoFiles};
+    use serde_json::json;
+
+    use crate::model::{ClusterState, Limits, ObjectKey, RepoFiles};
+
+    fn stripped(kind: &str, name: &str, mut object: serde_json::Value) -> serde_json::Value {
+        let key = ObjectKey {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            namespace: Some("default".into()),
+            name: name.into(),
+        };
+        super::strip(&mut object, &key);
+        object
+    }
+
+    /// Karmada's `TestRemoveIrrelevantField` "remove serviceaccount irrelevant fields".
+    #[test]
+    fn remove_irrelevant_field_remove_serviceaccount_irrelevant_fields() {
+        let account = json!({"metadata": {"name": "foo"}, "secrets": [{"name": "foo-token-6pgxf"}, {"name": "foo-dockercfg-zdr2j"}]});
+        assert_eq!(stripped("ServiceAccount", "foo", account)["secrets"], json!([{"name": "foo-dockercfg-zdr2j"}]));
+    }
+
+    /// Karmada's "remove service-account token secret irrelevant fields" and "retains
+    /// secret basic-auth fields".
+    #[test]
+    fn remove_irrelevant_field_remove_service_account_token_secret_irrelevant_fields() {
+        let token = json!({"metadata": {"annotations": {"kubernetes.io/service-account.uid": "123", "keep": "x"}},
+                           "type": "kubernetes.io/service-account-token", "data": {"token": "abc"}});
+        let token = stripped("Secret", "t", token);
+        assert_eq!(token.get("data"), None);
+        assert_eq!(token["metadata"]["annotations"], json!({"keep": "x"}));
+        let basic = json!({"metadata": {"foo": "bar"}, "type": "kubernetes.io/basic-auth", "data": {"username": "foo", "password": "bar"}});
+        assert_eq!(stripped("Secret", "b", basic.clone()), basic);
+    }
 
     fn manifests(job_spec: &str, placement: &str) -> Vec<serde_json::Value> {
         let clusters: String = (1..=2)
