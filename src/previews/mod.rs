@@ -208,6 +208,7 @@ impl Previews {
                     problems: Vec::new(),
                     placements: Default::default(),
                     unclaimed: Vec::new(),
+                    revised: Default::default(),
                 }
             }
         };

@@ -192,5 +192,72 @@ fn yaml_events(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sizes, scaling, yaml_crates, yaml_events, one_file_commit);
+/// One ResourceInterpreterCustomization per template kind of the generated repos:
+/// Deployment's replicas read and revised by Lua (over the native rule), Service's and
+/// ConfigMap's dependencies asked of Lua.
+const CUSTOMIZATIONS: &str = r#"apiVersion: config.karmada.io/v1alpha1
+kind: ResourceInterpreterCustomization
+metadata: {name: deployment}
+spec:
+  target: {apiVersion: apps/v1, kind: Deployment}
+  customizations:
+    replicaResource:
+      luaScript: |
+        local kube = require("kube")
+        function GetReplicas(obj)
+          return obj.spec.replicas, kube.accuratePodRequirements(obj.spec.template)
+        end
+    replicaRevision:
+      luaScript: |
+        function ReviseReplica(obj, desired)
+          obj.spec.replicas = desired
+          return obj
+        end
+---
+apiVersion: config.karmada.io/v1alpha1
+kind: ResourceInterpreterCustomization
+metadata: {name: service}
+spec:
+  target: {apiVersion: v1, kind: Service}
+  customizations:
+    dependencyInterpretation:
+      luaScript: |
+        function GetDependencies(obj)
+          return {}
+        end
+---
+apiVersion: config.karmada.io/v1alpha1
+kind: ResourceInterpreterCustomization
+metadata: {name: configmap}
+spec:
+  target: {apiVersion: v1, kind: ConfigMap}
+  customizations:
+    dependencyInterpretation:
+      luaScript: |
+        function GetDependencies(obj)
+          return {}
+        end
+"#;
+
+/// The M render with and without a customization per template kind, every manifest
+/// built (the revisions run at render): docs/performance.md's interpreter figure.
+fn interpreter(c: &mut Criterion) {
+    let (limits, state) = (Limits::default(), ClusterState::default());
+    let plain = repo(5_000, 20);
+    let mut customized = plain.clone();
+    customized.files.insert("interpreters.yaml".into(), CUSTOMIZATIONS.as_bytes().to_vec());
+    let mut group = c.benchmark_group("interpreter-M");
+    for (name, files) in [("native", &plain), ("customized", &customized)] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let plan = flotilla_core::plan(files, &state, &limits).unwrap();
+                let built = plan.clusters.keys().flat_map(|c| plan.manifests(c)).filter(|m| m.is_ok()).count();
+                black_box((plan, built))
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, sizes, scaling, yaml_crates, yaml_events, one_file_commit, interpreter);
 criterion_main!(benches);

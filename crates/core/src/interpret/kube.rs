@@ -4,6 +4,7 @@
 use mlua::{Lua, LuaSerdeExt, MultiValue, Table, Value as Lua_};
 use serde_json::{Value, json};
 
+use super::convert;
 use crate::schedule::capacity;
 
 pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
@@ -13,14 +14,16 @@ pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
     kube.set(
         "accuratePodRequirements",
         lua.create_function(|lua, template: Lua_| {
-            let template: Value = lua.from_value(template)?;
-            lua.to_value(&pod_requirements(&template))
+            let array = lua.array_metatable();
+            let template = convert::from_lua(lua, &array, template)?;
+            convert::to_lua(lua, &array, &pod_requirements(&template))
         })?,
     )?;
     kube.set(
         "getPodDependencies",
         lua.create_function(|lua, (template, namespace): (Lua_, Lua_)| {
-            let template: Value = lua.from_value(template)?;
+            let array = lua.array_metatable();
+            let template = convert::from_lua(lua, &array, template)?;
             let namespace = match namespace {
                 Lua_::Nil => "default".to_owned(),
                 Lua_::String(s) => s.to_str()?.to_owned(),
@@ -33,7 +36,7 @@ pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
                 }
             };
             let deps = pod_dependencies(&template, &namespace);
-            lua.to_value_with(&deps, mlua::serde::ser::Options::new().set_array_metatable(true))
+            convert::to_lua(lua, &array, &Value::Array(deps))
         })?,
     )?;
     Ok(kube)

@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, MultiValue, StdLib, Table, Value as Lua_, VmState};
 use serde_json::Value;
 
+use super::convert;
+
 /// Instructions one call may run: about 0.1 s of a tight loop on this project's machine
 /// (Karmada's VM stops a call after one second of wall time).
 pub const INSTRUCTION_BUDGET: u64 = 20_000_000;
@@ -54,6 +56,8 @@ struct Vm {
     chunk: Function,
     /// The read-only globals each call's environment falls back to.
     globals: Table,
+    /// mlua's array metatable, marking the tables made from JSON arrays.
+    array: Table,
     spent: Arc<AtomicU64>,
 }
 
@@ -104,35 +108,44 @@ impl Vm {
         .map_err(|e| e.to_string())?;
         let globals = sandbox(&lua).map_err(|e| e.to_string())?;
         let chunk = lua.load(script).set_name("script").into_function().map_err(|e| clean(&e))?;
-        Ok(Vm { lua, chunk, globals, spent })
+        let array = lua.array_metatable();
+        Ok(Vm { lua, chunk, globals, array, spent })
     }
 
     fn call(&self, function: &str, args: &[&Value]) -> Result<Vec<Value>, String> {
         self.spent.store(0, Ordering::Relaxed);
+        // Only the script's own work is limited: the environment and the arguments are
+        // built, and the results read, with the limit lifted (while a limit is set,
+        // mlua protects every call into Lua, which made building a Deployment's table
+        // cost more than running the script).
+        let limited = |on: bool| self.lua.set_memory_limit(if on { MEMORY_LIMIT } else { 0 }).map(drop);
         let run = || -> mlua::Result<Vec<Value>> {
+            limited(false)?;
             let env = self.lua.create_table()?;
             let meta = self.lua.create_table()?;
             meta.set("__index", self.globals.clone())?;
             env.set_metatable(Some(meta))?;
             env.set("_G", env.clone())?;
             self.chunk.set_environment(env.clone())?;
+            let args: MultiValue =
+                args.iter().map(|a| convert::to_lua(&self.lua, &self.array, a)).collect::<mlua::Result<_>>()?;
+            limited(true)?;
             self.chunk.call::<()>(())?;
             let Lua_::Function(f) = env.get::<Lua_>(function)? else {
                 return Err(mlua::Error::runtime(format!("the script defines no function {function}")));
             };
-            let options = mlua::serde::ser::Options::new()
-                .serialize_none_to_null(false)
-                .serialize_unit_to_null(false)
-                .set_array_metatable(true);
-            let args: MultiValue =
-                args.iter().map(|a| self.lua.to_value_with(a, options)).collect::<mlua::Result<_>>()?;
             let returned: MultiValue = f.call(args)?;
-            let options = mlua::serde::de::Options::new().deny_unsupported_types(false).sort_keys(true);
-            returned.into_iter().map(|v| self.lua.from_value_with::<Value>(v, options)).collect()
+            limited(false)?;
+            returned.into_iter().map(|v| convert::from_lua(&self.lua, &self.array, v)).collect()
         };
         let result = run().map_err(|e| clean(&e));
-        // What the call made is garbage now; collect it so the next starts light.
-        let _ = self.lua.gc_collect();
+        // What the call made is garbage now. Lua 5.1 does not collect before it reports
+        // running out, so collect once a quarter of the limit is held: a call never
+        // fails on what earlier calls left behind.
+        if self.lua.used_memory() > MEMORY_LIMIT / 4 {
+            let _ = self.lua.gc_collect();
+        }
+        let _ = limited(true);
         result
     }
 }

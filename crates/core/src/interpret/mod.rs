@@ -8,6 +8,7 @@
 //! knows. Scripts run in [`lua`]'s sandbox, bounded; the answer depends only on the
 //! script and the object, so the render stays pure.
 
+mod convert;
 mod kube;
 pub mod lua;
 pub mod shipped;

@@ -100,6 +100,39 @@ pub struct Plan {
     pub placements: BTreeMap<String, PreviousPlacement>,
     /// Templates that no policy claimed.
     pub unclaimed: Vec<ObjectKey>,
+    /// What customizations' `ReviseReplica` scripts made of this plan's templates.
+    pub revised: Revised,
+}
+
+/// `ReviseReplica` answers by template and count. A script is a pure function of the
+/// template and the count (a fresh environment per call, no clock, no randomness), so
+/// each pair runs once per plan however many members receive it; only kinds whose
+/// customization revises replicas are held, one object per distinct count.
+#[derive(Default)]
+pub struct Revised(std::sync::Mutex<std::collections::HashMap<(usize, i64), RevisedObject>>);
+
+/// One template revised to one count, or why the script could not.
+pub type RevisedObject = Result<Arc<serde_json::Value>, crate::interpret::InterpretError>;
+
+impl Revised {
+    /// The answer for `template` at `replicas`, computed by `revise` the first time.
+    pub fn get_or(&self, template: usize, replicas: i64, revise: impl FnOnce() -> RevisedObject) -> RevisedObject {
+        let held = |memo: &Self| memo.0.lock().unwrap_or_else(|e| e.into_inner()).get(&(template, replicas)).cloned();
+        if let Some(answer) = held(self) {
+            return answer;
+        }
+        // Computed outside the lock: two threads may both compute one pair, and agree.
+        let answer = revise();
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert((template, replicas), answer.clone());
+        answer
+    }
+}
+
+impl std::fmt::Debug for Revised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = self.0.lock().map_or(0, |m| m.len());
+        write!(f, "Revised({held} held)")
+    }
 }
 
 impl Plan {

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::dependencies;
 use crate::matching::{Binding, Claim};
 use crate::model::cluster::PreviousPlacement;
-use crate::model::plan::{Rendered, Source};
+use crate::model::plan::{Rendered, Revised, Source};
 use crate::model::policy::ConflictResolution;
 use crate::model::{Loaded, ObjectKey, Plan, Problem, ProblemReason, Template};
 use crate::overrides::{self, OverrideError};
@@ -79,20 +79,25 @@ pub fn render(
     // Templates no policy claimed may still travel as dependencies.
     let unclaimed =
         unclaimed.into_iter().filter(|i| !targets.contains_key(i)).map(|i| loaded.templates[i].key.clone()).collect();
-    let results = render_targets(&loaded, &targets);
+    let revised = Revised::default();
+    let results = render_targets(&loaded, &targets, &revised);
     // Every target is rendered: its per-cluster maps need not outlive it while the
     // entries are grouped (a large repository's peak).
     drop(targets);
     let clusters = by_cluster(&loaded, results, &mut problems);
     problems.sort_by(|a, b| (&a.object, &a.cluster, a.reason).cmp(&(&b.object, &b.cluster, b.reason)));
-    Plan { revision, loaded, clusters, problems, placements, unclaimed }
+    Plan { revision, loaded, clusters, problems, placements, unclaimed, revised }
 }
 
 /// Every (template, cluster) entry of `targets`, or the problem its overrides hit.
 /// Override rules are resolved per template once and per cluster by target; those that
 /// can fail are trial-applied here so a failing override is a problem now rather than an
 /// error while writing the output.
-fn render_targets(loaded: &Loaded, targets: &BTreeMap<usize, Target>) -> Vec<Result<(usize, Rendered), Box<Problem>>> {
+fn render_targets(
+    loaded: &Loaded,
+    targets: &BTreeMap<usize, Target>,
+    revised: &Revised,
+) -> Vec<Result<(usize, Rendered), Box<Problem>>> {
     let by_name: BTreeMap<&str, (usize, &crate::model::Cluster)> =
         loaded.clusters.iter().enumerate().map(|(i, c)| (c.name.as_str(), (i, c))).collect();
     let index = overrides::index(loaded);
@@ -116,7 +121,7 @@ fn render_targets(loaded: &Loaded, targets: &BTreeMap<usize, Target>) -> Vec<Res
                 if !overrides::may_fail(loaded, &rendered.overrides) {
                     return Ok((at, rendered));
                 }
-                match trials.run(loaded, &rendered) {
+                match trials.run(loaded, &rendered, revised) {
                     Ok(()) => Ok((at, rendered)),
                     Err(message) => {
                         Err(Box::new(problem(t, Some(cluster.clone()), ProblemReason::OverrideFailed, message)))
@@ -164,13 +169,13 @@ struct Trials(Vec<Trial>);
 impl Trials {
     /// Whether `rendered`'s overrides apply, trying them only for a combination not
     /// tried yet.
-    fn run(&mut self, loaded: &Loaded, rendered: &Rendered) -> Result<(), String> {
+    fn run(&mut self, loaded: &Loaded, rendered: &Rendered, revised: &Revised) -> Result<(), String> {
         let counts = (rendered.replicas.is_some(), rendered.completions.is_some());
         let same = |(c, o, _): &&Trial| (*c, o.as_slice()) == (counts, rendered.overrides.as_slice());
         if let Some((.., outcome)) = self.0.iter().find(same) {
             return outcome.clone();
         }
-        let outcome = trial(loaded, rendered).map_err(|e| error_chain(&e));
+        let outcome = trial(loaded, rendered, revised).map_err(|e| error_chain(&e));
         self.0.push((counts, rendered.overrides.clone(), outcome.clone()));
         outcome
     }
@@ -267,9 +272,7 @@ type Trial = ((bool, bool), Vec<overrides::RuleRef>, Result<(), String>);
 
 /// Whether the overrides of `rendered` apply: [`materialize`] up to the step that can
 /// fail.
-fn trial(loaded: &Loaded, rendered: &Rendered) -> Result<(), OverrideError> {
-    let template = &loaded.templates[rendered.template];
-    let mut object = template.object();
-    manifest::revise(&mut object, loaded, template, rendered)?;
-    overrides::apply(&mut object, loaded, &rendered.overrides)
+fn trial(loaded: &Loaded, rendered: &Rendered, revised: &Revised) -> Result<(), OverrideError> {
+    let object = manifest::revised(loaded, rendered, revised)?;
+    overrides::apply(&mut { object }, loaded, &rendered.overrides)
 }
