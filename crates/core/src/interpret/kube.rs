@@ -54,12 +54,42 @@ fn milli_of(value: &Lua_) -> mlua::Result<i128> {
     }
 }
 
+/// Karmada's `resourceAdd`: the sum as `resource.Quantity.Add` and `String` give it, in
+/// the format of the first quantity that is not zero (`Add` to a zero takes the other's
+/// format): binary when it has a binary suffix such as `Mi`.
 fn resource_add(args: MultiValue) -> mlua::Result<String> {
     let mut total = 0i128;
+    let mut binary = None;
     for arg in &args {
-        total = total.saturating_add(milli_of(arg)?);
+        let milli = milli_of(arg)?;
+        total = total.saturating_add(milli);
+        if let (None, Lua_::String(s), false) = (binary, arg, milli == 0) {
+            binary = Some(s.to_str()?.ends_with('i'));
+        }
     }
-    Ok(format_milli(total))
+    Ok(canonical(total, binary.unwrap_or(false)))
+}
+
+/// A quantity in Kubernetes' canonical form: the largest suffix that leaves a whole
+/// number, powers of 1024 for a binary quantity (falling back to a plain number when
+/// none divides it), powers of 1000 otherwise, thousandths with `m`.
+pub(super) fn canonical(milli: i128, binary: bool) -> String {
+    if milli % 1000 != 0 || milli == 0 {
+        return format_milli(milli);
+    }
+    let units = milli / 1000;
+    let (base, suffixes): (i128, [&str; 6]) =
+        if binary { (1024, ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]) } else { (1000, ["k", "M", "G", "T", "P", "E"]) };
+    let mut best = (units, "");
+    let mut scale = base;
+    for suffix in suffixes {
+        if units % scale != 0 {
+            break;
+        }
+        best = (units / scale, suffix);
+        scale = scale.saturating_mul(base);
+    }
+    format!("{}{}", best.0, best.1)
 }
 
 fn quantity_number(value: &Lua_) -> mlua::Result<f64> {
@@ -70,8 +100,7 @@ fn quantity_number(value: &Lua_) -> mlua::Result<f64> {
     Ok(milli as f64 / 1000.0)
 }
 
-/// A quantity in Kubernetes' canonical form for what `milli` reads: whole units, or
-/// thousandths with `m`.
+/// A quantity as whole units, or thousandths with `m`.
 pub(super) fn format_milli(milli: i128) -> String {
     if milli % 1000 == 0 { (milli / 1000).to_string() } else { format!("{milli}m") }
 }
