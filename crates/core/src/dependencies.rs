@@ -39,16 +39,10 @@ pub fn referenced(template: &Template) -> BTreeSet<ObjectKey> {
 /// The (kind, name) of each object the pod spec of an object of `group` and `kind`
 /// references, sorted and without repeats.
 pub fn references(group: &str, kind: &str, object: &Value) -> Vec<(&'static str, Box<str>)> {
-    let mut out = BTreeSet::new();
-    // Karmada's getIngressDependencies: the TLS Secrets.
     if (group, kind) == ("networking.k8s.io", "Ingress") {
-        for tls in object.pointer("/spec/tls").and_then(Value::as_array).into_iter().flatten() {
-            if let Some(name) = tls.get("secretName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-                out.insert(("Secret", name.into()));
-            }
-        }
-        return out.into_iter().collect();
+        return ingress_secrets(object);
     }
+    let mut out = BTreeSet::new();
     let Some(spec) = pod_spec(group, kind, object) else {
         return Vec::new();
     };
@@ -91,16 +85,27 @@ pub fn references(group: &str, kind: &str, object: &Value) -> Vec<(&'static str,
             add("Secret", str_at(from, "/secretRef/name"));
         }
     }
-    // A StatefulSet's own claims (volumeClaimTemplates) are made by the StatefulSet in
-    // the member: a PVC of that name in the pod spec is not a dependency.
     if (group, kind) == ("apps", "StatefulSet") {
-        for claim in object.pointer("/spec/volumeClaimTemplates").and_then(Value::as_array).into_iter().flatten() {
-            if let Some(name) = claim.pointer("/metadata/name").and_then(Value::as_str) {
-                out.remove(&("PersistentVolumeClaim", name.into()));
-            }
-        }
+        without_own_claims(&mut out, object);
     }
     out.into_iter().collect()
+}
+
+/// Karmada's getIngressDependencies: the TLS Secrets.
+fn ingress_secrets(object: &Value) -> Vec<(&'static str, Box<str>)> {
+    let tls = object.pointer("/spec/tls").and_then(Value::as_array).into_iter().flatten();
+    let names = tls.filter_map(|t| t.get("secretName").and_then(Value::as_str)).filter(|n| !n.is_empty());
+    names.map(|n| ("Secret", n.into())).collect::<BTreeSet<_>>().into_iter().collect()
+}
+
+/// A StatefulSet's own claims (volumeClaimTemplates) are made by the StatefulSet in the
+/// member: a PVC of that name in the pod spec is not a dependency.
+fn without_own_claims(out: &mut BTreeSet<(&'static str, Box<str>)>, object: &Value) {
+    for claim in object.pointer("/spec/volumeClaimTemplates").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(name) = claim.pointer("/metadata/name").and_then(Value::as_str) {
+            out.remove(&("PersistentVolumeClaim", name.into()));
+        }
+    }
 }
 
 #[cfg(test)]
