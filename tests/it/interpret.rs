@@ -1,6 +1,7 @@
 //! Karmada's resource interpreter on real members: a user's own kind, divided by its
 //! repository customization's `GetReplicas`/`ReviseReplica`, applied to two members, and
-//! reported healthy by its `InterpretHealth` once the members' status says so.
+//! reported healthy by its `InterpretHealth` once the members' status says so; the
+//! field its `Retain` gives the member is kept there through the next apply.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -50,6 +51,14 @@ spec:
           obj.spec.shards = desired
           return obj
         end
+    retention:
+      luaScript: |
+        function Retain(desired, observed)
+          if observed.spec ~= nil and observed.spec.mode ~= nil then
+            desired.spec.mode = observed.spec.mode
+          end
+          return desired
+        end
     healthInterpretation:
       luaScript: |
         function InterpretHealth(observed)
@@ -68,7 +77,7 @@ spec:
         cluster("member1"),
         cluster("member2"),
         customization,
-        format!("apiVersion: {GROUP}/v1\nkind: Cache\nmetadata: {{name: hot, namespace: {NS}}}\nspec: {{shards: 9}}\n"),
+        format!("apiVersion: {GROUP}/v1\nkind: Cache\nmetadata: {{name: hot, namespace: {NS}}}\nspec: {{shards: 9, mode: fifo}}\n"),
         format!(
             "apiVersion: policy.karmada.io/v1alpha1\nkind: ClusterPropagationPolicy\nmetadata: {{name: interpret-ns}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: Namespace, name: {NS}}}]\n  placement: {{clusterAffinity: {{clusterNames: [member1, member2]}}}}\n"
         ),
@@ -106,7 +115,17 @@ async fn a_users_own_kind_is_divided_applied_and_judged_by_its_customization() {
     for (api, shards) in caches.iter().zip([6, 3]) {
         let live = api.get("hot").await.unwrap();
         assert_eq!(live.data["spec"]["shards"], shards, "{:?}", live.data);
+        assert_eq!(live.data["spec"]["mode"], "fifo", "{:?}", live.data);
     }
+    // The member's users switch member2's cache to lru; Retain makes that field theirs.
+    let lru = serde_json::json!({"spec": {"mode": "lru"}});
+    let manager = PatchParams { field_manager: Some("operator".into()), ..Default::default() };
+    caches[1].patch("hot", &manager, &Patch::Merge(&lru)).await.unwrap();
+    let (code, stdout, stderr) = apply(members, dir.path(), "interpret", &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("member2: 0 applied"), "the retained field is no drift:\n{stdout}");
+    assert_eq!(caches[1].get("hot").await.unwrap().data["spec"]["mode"], "lru");
+    assert_eq!(caches[0].get("hot").await.unwrap().data["spec"]["mode"], "fifo");
 
     let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
     let status = || run(&["status", dir.path().to_str().unwrap(), "--kubeconfig", &kubeconfig]);

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::diff::{APPLIED_DIGEST, digest};
+use crate::interpret::{InterpretError, Operation};
 use crate::model::plan::Rendered;
 use crate::model::{ObjectKey, Plan};
 use crate::overrides::OverrideError;
@@ -103,6 +104,34 @@ impl Pending<'_> {
         manifest["metadata"]["annotations"][INSTANCE_ANNOTATION] = self.context.instance.as_str().into();
         stamp(&mut manifest);
         Ok(Finished { key: key.clone(), manifest })
+    }
+
+    /// `finished` with the fields the member owns kept from `live`, as the kind's
+    /// `Retain` customization (Karmada's `retention`) says; unchanged when no script
+    /// answers. The digest stays the rendered one: a field the member owns is not a
+    /// change of the repository, so it is neither reapplied nor reported as drift. The
+    /// script may not rename the object or remove flotilla's annotations.
+    pub fn retained(&self, finished: Finished, live: &Value) -> Result<Finished, InterpretError> {
+        let interpreter = &self.plan.loaded.interpreter;
+        let Some(retained) = interpreter.retain(&self.key, &finished.manifest, live) else { return Ok(finished) };
+        let mut manifest = retained?;
+        let identity = |m: &Value| {
+            ["/apiVersion", "/kind", "/metadata/name", "/metadata/namespace"].map(|p| m.pointer(p).cloned())
+        };
+        if identity(&manifest) != identity(&finished.manifest) {
+            let customization =
+                interpreter.script(&self.key.api_version, &self.key.kind, Operation::Retain).map_or("", |(n, _)| n);
+            return Err(InterpretError {
+                customization: customization.to_owned(),
+                operation: Operation::Retain,
+                object: self.key.to_string(),
+                message: "returned an object of another apiVersion, kind, name or namespace".into(),
+            });
+        }
+        for annotation in [INSTANCE_ANNOTATION, APPLIED_DIGEST] {
+            manifest["metadata"]["annotations"][annotation] = finished.manifest["metadata"]["annotations"][annotation].clone();
+        }
+        Ok(Finished { key: finished.key, manifest })
     }
 }
 

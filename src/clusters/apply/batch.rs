@@ -120,6 +120,7 @@ enum Listed {
 fn listed(pending: &Pending<'_>, live: Value, instance: &str) -> Listed {
     if let Ok(desired) = pending.finish()
         && ownership::may_apply(&desired.manifest, &live, instance).is_ok()
+        && let Ok(desired) = pending.retained(desired, &live)
         && diff::change(&desired.manifest, Some(&live)).is_none()
     {
         return Listed::Settled;
@@ -168,7 +169,8 @@ async fn settle_unmanaged(kinds: &Kinds<'_>, work: &mut [(Api<DynamicObject>, &P
     }
 }
 
-/// Applies one object if it is missing, changed or drifted. An object that exists but
+/// Applies one object if it is missing, changed or drifted, keeping what the member
+/// owns (the kind's `Retain` customization) from the live object. An object that exists but
 /// was not created by flotilla is only taken over with conflict resolution `overwrite`;
 /// one another instance manages is never taken over.
 async fn apply_one(
@@ -186,9 +188,13 @@ async fn apply_one(
             existing.map(|e| serde_json::to_value(e).expect("objects serialise"))
         }
     };
-    if let Some(existing) = &live {
-        ownership::may_apply(&desired.manifest, existing, instance).map_err(|conflict| conflict.to_string())?;
-    }
+    let desired = match &live {
+        Some(existing) => {
+            ownership::may_apply(&desired.manifest, existing, instance).map_err(|conflict| conflict.to_string())?;
+            pending.retained(desired, existing).map_err(|e| e.to_string())?
+        }
+        None => desired,
+    };
     let Some(change) = diff::change(&desired.manifest, live.as_ref()) else { return Ok(None) };
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let mut attempt = 0;

@@ -46,18 +46,28 @@ pub async fn observe_share(
     // Resolve every kind first (one discovery each), then read every object.
     let mut kinds = Kinds::keeping(client, &settings.acting, settings.served.clone());
     let mut work = Vec::new();
-    for d in share.finish_all()? {
+    for pending in &share.objects {
+        let d = pending.finish()?;
         let api = kinds.resolve(&d.key).await.map(|(ar, scope)| kinds.api(&ar, &scope, d.key.namespace.as_deref()));
-        work.push((d, api.map_err(|e| e.to_string())));
+        work.push((pending, d, api.map_err(|e| e.to_string())));
     }
     let concurrency = settings.concurrency.max(1);
     let read: Vec<_> = stream::iter(work)
-        .map(|(d, api)| async move {
+        .map(|(pending, d, api)| async move {
             let live = match &api {
                 Ok(api) => api.get_opt(&d.key.name).await.map_err(|e| format!("read failed: {e}")),
                 Err(why) => Err(why.clone()),
             };
-            (d, api, live.map(|found| found.map(|o| serde_json::to_value(o).expect("objects serialise"))))
+            let live = live.map(|found| found.map(|o| serde_json::to_value(o).expect("objects serialise")));
+            // What the member owns is kept, as the apply would keep it.
+            let (d, live) = match live {
+                Ok(Some(found)) => match pending.retained(d.clone(), &found) {
+                    Ok(retained) => (retained, Ok(Some(found))),
+                    Err(e) => (d, Err(e.to_string())),
+                },
+                other => (d, other),
+            };
+            (d, api, live)
         })
         .buffered(concurrency)
         .collect()

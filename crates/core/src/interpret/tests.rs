@@ -190,3 +190,64 @@ fn every_shipped_customization_parses_and_compiles() {
         }
     }
 }
+
+/// A customization of the Cache kind whose Retain body is `body`.
+fn retention(body: &str) -> String {
+    let body: String = body.lines().map(|l| format!("          {l}\n")).collect();
+    format!(
+        "apiVersion: config.karmada.io/v1alpha1\nkind: ResourceInterpreterCustomization\nmetadata: {{name: keeper}}\nspec:\n  target: {{apiVersion: example.com/v1, kind: Cache}}\n  customizations:\n    retention:\n      luaScript: |\n        function Retain(desired, observed)\n{body}        end\n"
+    )
+}
+
+#[test]
+fn retain_keeps_what_the_member_owns_and_the_rendered_digest() {
+    use crate::finish::{Context, finish};
+    let keep_mode = "if observed.spec ~= nil and observed.spec.mode ~= nil then\n  desired.spec.mode = observed.spec.mode\nend\nreturn desired";
+    // The repository says fifo; the member's users switch it to lru, and it is theirs.
+    let cache = CACHE.replace("size: 9", "size: 9, mode: fifo");
+    let plan = plan(&[CLUSTERS, &retention(keep_mode), &cache, &divided("example.com/v1", "Cache", "hot")]).unwrap();
+    let none = std::collections::BTreeSet::new();
+    let share = finish(&plan, "member1", Context { instance: "prod", autoscaled: &none });
+    let pending = &share.objects[0];
+    let finished = pending.finish().unwrap();
+    let digest = finished.manifest["metadata"]["annotations"][crate::diff::APPLIED_DIGEST].clone();
+    let mut live = finished.manifest.clone();
+    live["spec"]["mode"] = json!("lru");
+    live["metadata"]["annotations"] = json!({});
+    let retained = pending.retained(finished.clone(), &live).unwrap();
+    assert_eq!(retained.manifest["spec"]["mode"], "lru");
+    assert_eq!(retained.manifest["spec"]["size"], finished.manifest["spec"]["size"]);
+    // flotilla's annotations survive a script that drops them, the digest unchanged.
+    assert_eq!(retained.manifest["metadata"]["annotations"][crate::diff::APPLIED_DIGEST], digest);
+    assert_eq!(retained.manifest["metadata"]["annotations"][crate::finish::INSTANCE_ANNOTATION], "prod");
+    // So the member's own field is not a change to apply.
+    let mut settled = retained.manifest.clone();
+    settled["status"] = json!({"ready": true});
+    assert_eq!(crate::diff::change(&retained.manifest, Some(&settled)), None);
+    assert!(crate::diff::change(&finished.manifest, Some(&settled)).is_some());
+    // Without the customization the manifest is left as rendered.
+    let plain = plan_without_customization();
+    let share = finish(&plain, "member1", Context { instance: "prod", autoscaled: &none });
+    let finished = share.objects[0].finish().unwrap();
+    assert_eq!(share.objects[0].retained(finished.clone(), &live).unwrap(), finished);
+}
+
+#[test]
+fn a_retain_that_renames_or_fails_is_an_error_naming_the_customization() {
+    use crate::finish::{Context, finish};
+    let none = std::collections::BTreeSet::new();
+    for (body, expected) in [
+        ("desired.metadata.name = 'other'\nreturn desired", "another apiVersion, kind, name or namespace"),
+        ("return 7", "returned no object"),
+        ("error('no')", "no"),
+    ] {
+        let plan = plan(&[CLUSTERS, &retention(body), CACHE, &divided("example.com/v1", "Cache", "hot")]).unwrap();
+        let share = finish(&plan, "member1", Context { instance: "prod", autoscaled: &none });
+        let finished = share.objects[0].finish().unwrap();
+        let error = share.objects[0].retained(finished.clone(), &finished.manifest).unwrap_err();
+        assert_eq!(error.customization, "keeper", "{body}");
+        assert_eq!(error.operation, Operation::Retain);
+        assert!(error.to_string().contains(expected), "{body}: {error}");
+        assert!(error.to_string().contains("shop/hot"), "{error}");
+    }
+}
