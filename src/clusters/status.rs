@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use flotilla_core::model::{ObjectKey, Plan};
-use flotilla_core::status::{self, Health};
+use flotilla_core::status::{self, Health, InMember};
 use kube::Client;
 use serde_json::Value;
 
@@ -28,44 +28,52 @@ pub async fn observe_cluster(client: &Client, plan: &Plan, cluster: &str) -> Res
     let mut out = Observed::new();
     for key in keys {
         let object = live.get(&key);
-        let health = if unserved.iter().any(|(k, _)| k == &key) {
+        let interpreter = &plan.loaded.interpreter;
+        let mut health = if unserved.iter().any(|(k, _)| k == &key) {
             Health::Missing
         } else {
-            status::interpreted(&plan.loaded.interpreter, &key, object)
+            status::interpreted(interpreter, &key, object)
         };
-        out.insert(key, (health, object.and_then(|o| o.get("status").cloned())));
+        let reported = match object.map(|o| status::reflected(interpreter, &key, o)) {
+            Some(Ok(reported)) => reported,
+            Some(Err(e)) => {
+                health = Health::Degraded(e.to_string());
+                None
+            }
+            None => None,
+        };
+        out.insert(key, (health, reported));
     }
     Ok(out)
 }
 
-/// One object in one cluster: cluster name, health, status.
-type InCluster<'a> = (&'a str, &'a Health, Option<&'a Value>);
-
-/// One row per object: KIND, NAMESPACE, NAME, CLUSTERS, READY (summed), STATUS (the
-/// worst cluster, named). Returns the table and whether everything is healthy.
-pub fn table(observed: &[(String, Observed)]) -> (String, bool) {
-    let mut objects: BTreeMap<&ObjectKey, Vec<InCluster<'_>>> = BTreeMap::new();
+/// One row per object: KIND, NAMESPACE, NAME, CLUSTERS, READY (the members' status
+/// aggregated as the kind's interpreter says), STATUS (the worst cluster, named). Returns
+/// the table and whether everything is healthy.
+pub fn table(plan: &Plan, observed: &[(String, Observed)]) -> (String, bool) {
+    let mut objects: BTreeMap<&ObjectKey, Vec<InMember<'_>>> = BTreeMap::new();
     for (cluster, items) in observed {
         for (key, (health, status)) in items {
-            objects.entry(key).or_default().push((cluster, health, status.as_ref()));
+            objects.entry(key).or_default().push(InMember { cluster, health, status: status.as_ref() });
         }
     }
     let mut rows = vec![["KIND", "NAMESPACE", "NAME", "CLUSTERS", "READY", "STATUS"].map(String::from).to_vec()];
     let mut all_healthy = true;
     for (key, per_cluster) in objects {
-        let clusters: Vec<&str> = per_cluster.iter().map(|(c, _, _)| *c).collect();
-        let summed = status::aggregate(key, per_cluster.iter().filter_map(|(_, _, s)| *s));
-        let ready = summed.map_or("-".to_owned(), |s| {
-            let ready = s.get("readyReplicas").or_else(|| s.get("numberReady")).and_then(Value::as_i64).unwrap_or(0);
-            let want =
-                s.get("replicas").or_else(|| s.get("desiredNumberScheduled")).and_then(Value::as_i64).unwrap_or(0);
-            format!("{ready}/{want}")
-        });
-        let unhealthy: Vec<String> = per_cluster
-            .iter()
-            .filter(|(_, h, _)| **h != Health::Healthy)
-            .map(|(c, h, _)| format!("{c}: {h}"))
-            .collect();
+        let clusters: Vec<&str> = per_cluster.iter().map(|m| m.cluster).collect();
+        let template = plan.loaded.template(key).map(|t| t.object()).unwrap_or(Value::Null);
+        let mut unhealthy: Vec<String> = Vec::new();
+        let ready = match status::aggregated(&plan.loaded.interpreter, key, &template, &per_cluster) {
+            Some(Ok(summed)) => ready(&summed),
+            Some(Err(e)) => {
+                unhealthy.push(e.to_string());
+                "-".to_owned()
+            }
+            None => "-".to_owned(),
+        };
+        unhealthy.extend(
+            per_cluster.iter().filter(|m| *m.health != Health::Healthy).map(|m| format!("{}: {}", m.cluster, m.health)),
+        );
         all_healthy &= unhealthy.is_empty();
         let state = if unhealthy.is_empty() { "Healthy".to_owned() } else { unhealthy.join("; ") };
         rows.push(vec![
@@ -92,4 +100,14 @@ pub fn table(observed: &[(String, Observed)]) -> (String, bool) {
         .collect::<Vec<_>>()
         .join("\n");
     (text + "\n", all_healthy)
+}
+
+/// READY of an aggregated status: ready of desired replicas (a DaemonSet's ready of
+/// scheduled), `-` when it holds neither.
+fn ready(summed: &Value) -> String {
+    let field = |names: [&str; 2]| names.iter().find_map(|n| summed.get(*n).and_then(Value::as_i64));
+    match (field(["readyReplicas", "numberReady"]), field(["replicas", "desiredNumberScheduled"])) {
+        (None, None) => "-".to_owned(),
+        (ready, want) => format!("{}/{}", ready.unwrap_or(0), want.unwrap_or(0)),
+    }
 }

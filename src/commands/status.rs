@@ -42,7 +42,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
             }
         }
     }
-    let (table, healthy) = clusters::status::table(&observed);
+    let (table, healthy) = clusters::status::table(&plan, &observed);
     print!("{table}");
     if !healthy {
         outcome = Outcome::Problems;

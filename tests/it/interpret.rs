@@ -1,7 +1,8 @@
 //! Karmada's resource interpreter on real members: a user's own kind, divided by its
 //! repository customization's `GetReplicas`/`ReviseReplica`, applied to two members, and
 //! reported healthy by its `InterpretHealth` once the members' status says so; the
-//! field its `Retain` gives the member is kept there through the next apply.
+//! field its `Retain` gives the member is kept there through the next apply; READY in
+//! `status` is what its `AggregateStatus` makes of the members' statuses.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -57,6 +58,18 @@ spec:
           if observed.spec ~= nil and observed.spec.mode ~= nil then
             desired.spec.mode = observed.spec.mode
           end
+          return desired
+        end
+    statusAggregation:
+      luaScript: |
+        function AggregateStatus(desired, items)
+          local ready = 0
+          for i = 1, #items do
+            if items[i].status ~= nil and items[i].status.readyShards ~= nil then
+              ready = ready + items[i].status.readyShards
+            end
+          end
+          desired.status = {{readyReplicas = ready, replicas = desired.spec.shards}}
           return desired
         end
     healthInterpretation:
@@ -132,6 +145,8 @@ async fn a_users_own_kind_is_divided_applied_and_judged_by_its_customization() {
     let (code, table, _) = status();
     assert_ne!(code, 0, "no member reports its shards yet:\n{table}");
     assert!(table.contains("not healthy by its InterpretHealth"), "{table}");
+    let row = table.lines().find(|l| l.contains(" hot ")).unwrap_or_default();
+    assert!(row.contains(" 0/9 "), "READY by its AggregateStatus:\n{table}");
     for (api, shards) in caches.iter().zip([6, 3]) {
         let patch = serde_json::json!({"status": {"readyShards": shards}});
         api.patch_status("hot", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
@@ -140,4 +155,5 @@ async fn a_users_own_kind_is_divided_applied_and_judged_by_its_customization() {
     assert_eq!(code, 0, "both members report every shard ready:\n{table}\n{stderr}");
     let row = table.lines().find(|l| l.contains(" hot ")).unwrap_or_default();
     assert!(row.contains("Healthy"), "{table}");
+    assert!(row.contains(" 9/9 "), "READY by its AggregateStatus:\n{table}");
 }

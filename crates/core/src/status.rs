@@ -150,6 +150,65 @@ pub fn aggregate<'a>(key: &ObjectKey, statuses: impl IntoIterator<Item = &'a Val
     Some(Value::Object(map))
 }
 
+/// One member's copy of an object, as `AggregateStatus` is told of it.
+#[derive(Debug, Clone, Copy)]
+pub struct InMember<'a> {
+    /// The member.
+    pub cluster: &'a str,
+    /// Its health there.
+    pub health: &'a Health,
+    /// The status it reports (its `ReflectStatus`, else `status`).
+    pub status: Option<&'a Value>,
+}
+
+/// The template's status made of its members', as the revision's interpreter makes it:
+/// by the kind's `AggregateStatus` script when a customization has one (given Karmada's
+/// `statusItems`: `clusterName`, `status`, `applied`, and `health` as `Healthy`,
+/// `Unhealthy` or `Unknown`), else [`aggregate`]'s sums; `None` when neither answers.
+pub fn aggregated(
+    interpreter: &crate::interpret::Interpreter,
+    key: &ObjectKey,
+    template: &Value,
+    members: &[InMember<'_>],
+) -> Option<Result<Value, crate::interpret::InterpretError>> {
+    let items: Vec<Value> = members
+        .iter()
+        .map(|m| {
+            let health = match m.health {
+                Health::Healthy => "Healthy",
+                Health::Missing => "Unknown",
+                Health::Progressing(_) | Health::Degraded(_) => "Unhealthy",
+            };
+            let mut item = serde_json::json!({
+                "clusterName": m.cluster,
+                "applied": *m.health != Health::Missing,
+                "health": health,
+            });
+            if let Some(status) = m.status {
+                item["status"] = status.clone();
+            }
+            item
+        })
+        .collect();
+    match interpreter.aggregate_status(key, template, &Value::Array(items)) {
+        Some(answer) => Some(answer),
+        None => aggregate(key, members.iter().filter_map(|m| m.status)).map(Ok),
+    }
+}
+
+/// The status a member's copy reports: its `ReflectStatus` when a customization has one,
+/// else its `status`.
+pub fn reflected(
+    interpreter: &crate::interpret::Interpreter,
+    key: &ObjectKey,
+    live: &Value,
+) -> Result<Option<Value>, crate::interpret::InterpretError> {
+    match interpreter.reflect_status(key, live) {
+        Some(answer) => answer.map(|s| Some(s).filter(|s| !s.is_null())),
+        None => Ok(live.get("status").cloned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::model::ObjectKey;
+use crate::model::selector::LabelSelector;
 use crate::schedule::{Workload, capacity};
 
 /// `spec` of a `config.karmada.io/v1alpha1` `ResourceInterpreterCustomization`.
@@ -282,9 +283,41 @@ impl Interpreter {
         })
     }
 
+    /// `ReflectStatus`: the status a member's copy reports, if a script answers (Karmada
+    /// takes `status` whole otherwise). A script returning nothing reports no status.
+    pub fn reflect_status(&self, key: &ObjectKey, observed: &Value) -> Option<Result<Value, InterpretError>> {
+        let returned = match self.run(key, Operation::ReflectStatus, &[observed])? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Ok(returned.into_iter().next().unwrap_or(Value::Null)))
+    }
+
+    /// `AggregateStatus`: the template `desired` with its status made of the members'
+    /// (`items`: Karmada's `statusItems`, each `clusterName`, `status`, `applied`,
+    /// `health`), if a script answers; the status it returns.
+    pub fn aggregate_status(
+        &self,
+        key: &ObjectKey,
+        desired: &Value,
+        items: &Value,
+    ) -> Option<Result<Value, InterpretError>> {
+        let returned = match self.run(key, Operation::AggregateStatus, &[desired, items])? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(match returned.into_iter().next() {
+            Some(Value::Object(mut aggregated)) => Ok(aggregated.remove("status").unwrap_or(Value::Null)),
+            _ => Err(self.fail(key, Operation::AggregateStatus, "returned no object".into())),
+        })
+    }
+
     /// `GetDependencies`: the objects that follow this one with `propagateDeps`, each
-    /// named by apiVersion, kind, namespace (the object's when left out) and name.
-    pub fn dependencies(&self, key: &ObjectKey, object: &Value) -> Option<Result<Vec<ObjectKey>, InterpretError>> {
+    /// named by apiVersion, kind, namespace (the object's when left out) and name, or,
+    /// without a name, selected by `labelSelector` among the repository's objects of
+    /// that kind in that namespace (Karmada's `DependentObjectReference`: a name wins
+    /// over a selector).
+    pub fn dependencies(&self, key: &ObjectKey, object: &Value) -> Option<Result<Dependencies, InterpretError>> {
         let returned = match self.run(key, Operation::Dependencies, &[object])? {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
@@ -302,28 +335,52 @@ impl Interpreter {
                 )));
             }
         };
-        let mut keys = Vec::new();
+        let mut found = Dependencies::default();
         for item in items {
             let field = |f: &str| item.get(f).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
-            let (Some(api_version), Some(kind), Some(name)) = (field("apiVersion"), field("kind"), field("name"))
-            else {
-                // Karmada also names dependencies by labelSelector; those are not followed.
-                if item.get("labelSelector").is_some() {
-                    continue;
-                }
-                return Some(Err(self.fail(
-                    key,
-                    Operation::Dependencies,
-                    "a dependency needs apiVersion, kind and name".into(),
-                )));
+            let fail = |why: String| Some(Err(self.fail(key, Operation::Dependencies, why)));
+            let (Some(api_version), Some(kind)) = (field("apiVersion"), field("kind")) else {
+                return fail("a dependency needs apiVersion and kind".into());
             };
             let namespace = field("namespace").or_else(|| key.namespace.clone());
-            keys.push(ObjectKey { api_version, kind, namespace, name });
+            if let Some(name) = field("name") {
+                found.named.push(ObjectKey { api_version, kind, namespace, name });
+                continue;
+            }
+            let Some(selector) = item.get("labelSelector") else {
+                return fail("a dependency needs a name or a labelSelector".into());
+            };
+            match serde_json::from_value::<LabelSelector>(selector.clone()) {
+                Ok(selector) => found.selected.push(Selected { api_version, kind, namespace, selector }),
+                Err(e) => return fail(format!("labelSelector: {e}")),
+            }
         }
-        keys.sort();
-        keys.dedup();
-        Some(Ok(keys))
+        found.named.sort();
+        found.named.dedup();
+        Some(Ok(found))
     }
+}
+
+/// What a `GetDependencies` script names.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dependencies {
+    /// By name.
+    pub named: Vec<ObjectKey>,
+    /// By label selector, to be looked up among the revision's objects.
+    pub selected: Vec<Selected>,
+}
+
+/// Dependencies named by a label selector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selected {
+    /// Their apiVersion.
+    pub api_version: String,
+    /// Their kind.
+    pub kind: String,
+    /// Their namespace.
+    pub namespace: Option<String>,
+    /// Their labels.
+    pub selector: LabelSelector,
 }
 
 fn kind_of(value: &Value) -> &'static str {

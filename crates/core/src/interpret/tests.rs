@@ -251,3 +251,99 @@ fn a_retain_that_renames_or_fails_is_an_error_naming_the_customization() {
         assert!(error.to_string().contains("shop/hot"), "{error}");
     }
 }
+
+#[test]
+fn aggregate_status_runs_the_kinds_script_and_falls_back_to_karmadas_sums() {
+    use crate::status::{Health, InMember, aggregated, reflected};
+    let interpreter = Interpreter::new(Vec::new());
+    let cloneset = ObjectKey::new("apps.kruise.io/v1alpha1", "CloneSet", Some("shop"), "web");
+    let template = json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+        "metadata": {"name": "web", "namespace": "shop", "generation": 1}, "spec": {"replicas": 5}});
+    let member = |ready: i64, replicas: i64| {
+        json!({"replicas": replicas, "readyReplicas": ready, "updatedReplicas": replicas,
+            "availableReplicas": ready, "observedGeneration": 1})
+    };
+    let (one, two) = (member(3, 3), member(1, 2));
+    let progressing = Health::Progressing("1/2".into());
+    let members = [
+        InMember { cluster: "member1", health: &Health::Healthy, status: Some(&one) },
+        InMember { cluster: "member2", health: &progressing, status: Some(&two) },
+    ];
+    let status = aggregated(&interpreter, &cloneset, &template, &members).unwrap().unwrap();
+    assert_eq!(status["replicas"], 5, "{status}");
+    assert_eq!(status["readyReplicas"], 4, "{status}");
+    // A native kind: Karmada's sums, no script.
+    let deployment = ObjectKey::new("apps/v1", "Deployment", Some("shop"), "web");
+    let status = aggregated(&interpreter, &deployment, &template, &members).unwrap().unwrap();
+    assert_eq!((status["replicas"].as_i64(), status["readyReplicas"].as_i64()), (Some(5), Some(4)));
+    // A kind neither knows: no aggregate.
+    let config = ObjectKey::new("v1", "ConfigMap", Some("shop"), "web");
+    assert!(aggregated(&interpreter, &config, &template, &members).is_none());
+    // Without ReflectStatus a member's status is its own.
+    let live = json!({"status": {"replicas": 1}});
+    assert_eq!(reflected(&interpreter, &deployment, &live).unwrap(), Some(json!({"replicas": 1})));
+}
+
+#[test]
+fn a_repository_reflect_and_aggregate_see_karmadas_status_items() {
+    use crate::status::{Health, InMember, aggregated, reflected};
+    let own = "apiVersion: config.karmada.io/v1alpha1\nkind: ResourceInterpreterCustomization\nmetadata: {name: cache}\nspec:\n  target: {apiVersion: example.com/v1, kind: Cache}\n  customizations:\n    statusReflection:\n      luaScript: |\n        function ReflectStatus(observed)\n          return {ready = observed.status.readyShards}\n        end\n    statusAggregation:\n      luaScript: |\n        function AggregateStatus(desired, items)\n          local ready, seen = 0, ''\n          for i = 1, #items do\n            if items[i].status ~= nil then ready = ready + items[i].status.ready end\n            seen = seen .. items[i].clusterName .. ':' .. items[i].health .. ':' .. tostring(items[i].applied) .. ' '\n          end\n          desired.status = {readyReplicas = ready, replicas = desired.spec.size, seen = seen}\n          return desired\n        end\n";
+    let plan = plan(&[CLUSTERS, own, CACHE, &divided("example.com/v1", "Cache", "hot")]).unwrap();
+    let interpreter = &plan.loaded.interpreter;
+    let key = ObjectKey::new("example.com/v1", "Cache", Some("shop"), "hot");
+    let reflected = reflected(interpreter, &key, &json!({"status": {"readyShards": 6, "noise": 1}})).unwrap();
+    assert_eq!(reflected, Some(json!({"ready": 6})));
+    let members = [
+        InMember { cluster: "member1", health: &Health::Healthy, status: reflected.as_ref() },
+        InMember { cluster: "member2", health: &Health::Missing, status: None },
+    ];
+    let template = plan.loaded.template(&key).unwrap().object();
+    let status = aggregated(interpreter, &key, &template, &members).unwrap().unwrap();
+    assert_eq!(status["readyReplicas"], 6);
+    assert_eq!(status["replicas"], 9);
+    assert_eq!(status["seen"], "member1:Healthy:true member2:Unknown:false ");
+}
+
+/// A customization of the Cache kind whose GetDependencies returns `deps` (Lua).
+fn dependencies_script(deps: &str) -> String {
+    format!(
+        "apiVersion: config.karmada.io/v1alpha1\nkind: ResourceInterpreterCustomization\nmetadata: {{name: deps}}\nspec:\n  target: {{apiVersion: example.com/v1, kind: Cache}}\n  customizations:\n    dependencyInterpretation:\n      luaScript: |\n        function GetDependencies(obj)\n          return {deps}\n        end\n"
+    )
+}
+
+fn config_map(namespace: &str, name: &str, app: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {namespace}, labels: {{app: {app}}}}}\n")
+}
+
+#[test]
+fn dependencies_by_label_selector_are_the_repositorys_objects_it_selects() {
+    let deps = "{{apiVersion = 'v1', kind = 'ConfigMap', labelSelector = {matchLabels = {app = 'hot'}}}, {apiVersion = 'v1', kind = 'ConfigMap', name = 'named', labelSelector = {matchLabels = {app = 'none'}}}}";
+    let docs = [
+        CLUSTERS.to_owned(),
+        dependencies_script(deps),
+        CACHE.to_owned(),
+        divided("example.com/v1", "Cache", "hot"),
+        config_map("shop", "hot-a", "hot"),
+        config_map("shop", "hot-b", "hot"),
+        config_map("shop", "cold", "cold"),
+        config_map("elsewhere", "hot-c", "hot"),
+    ];
+    let plan = plan(&docs.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+    let template = plan.loaded.templates.iter().find(|t| t.key.kind == "Cache").unwrap();
+    let names: Vec<String> = template.facts.interpreted.iter().map(ToString::to_string).collect();
+    // The name wins over its selector; the other selector picks two of shop's three.
+    assert_eq!(names, ["v1 ConfigMap shop/hot-a", "v1 ConfigMap shop/hot-b", "v1 ConfigMap shop/named"]);
+}
+
+#[test]
+fn a_dependency_without_a_name_or_a_valid_selector_fails_the_revision() {
+    for (deps, expected) in [
+        ("{{apiVersion = 'v1', kind = 'ConfigMap'}}", "a name or a labelSelector"),
+        ("{{apiVersion = 'v1', kind = 'ConfigMap', labelSelector = {matchLabel = {app = 'x'}}}}", "labelSelector"),
+        ("{{kind = 'ConfigMap', name = 'x'}}", "apiVersion and kind"),
+    ] {
+        let docs = [CLUSTERS, &dependencies_script(deps), CACHE, &divided("example.com/v1", "Cache", "hot")];
+        let error = plan(&docs).err().unwrap_or_else(|| panic!("{deps} was accepted")).to_string();
+        assert!(error.contains(expected) && error.contains("deps"), "{deps}: {error}");
+    }
+}
