@@ -308,7 +308,7 @@ fn karmada_kinds_flotilla_does_not_act_on_are_accepted_with_a_warning() {
         ("config.karmada.io/v1alpha1", "ResourceInterpreterWebhookConfiguration", "copied whole"),
         ("config.karmada.io/v1alpha2", "ResourceInterpreterCustomization", "only config.karmada.io/v1alpha1"),
         ("search.karmada.io/v1alpha1", "ResourceRegistry", "no searchable cache"),
-        ("policy.karmada.io/v1alpha1", "FederatedResourceQuota", "neither divided"),
+        ("policy.karmada.io/v1alpha2", "FederatedResourceQuota", "only policy.karmada.io/v1alpha1"),
         ("networking.karmada.io/v1alpha1", "MultiClusterIngress", "no ingress"),
         ("remedy.karmada.io/v1alpha1", "Remedy", "do not trigger remedies"),
     ];

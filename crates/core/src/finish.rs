@@ -129,7 +129,8 @@ impl Pending<'_> {
             });
         }
         for annotation in [INSTANCE_ANNOTATION, APPLIED_DIGEST] {
-            manifest["metadata"]["annotations"][annotation] = finished.manifest["metadata"]["annotations"][annotation].clone();
+            manifest["metadata"]["annotations"][annotation] =
+                finished.manifest["metadata"]["annotations"][annotation].clone();
         }
         Ok(Finished { key: finished.key, manifest })
     }

@@ -84,6 +84,14 @@ pub fn plan_loaded(loaded: Loaded, revision: String, state: &ClusterState) -> Pl
                     clusters: loaded.clusters.iter().map(|c| (c.name.clone(), None)).collect(),
                     ..Default::default()
                 }),
+                Claim::FederatedResourceQuota(q) => {
+                    let quota = &loaded.federated_resource_quotas[q].spec;
+                    let assigned = loaded.clusters.iter().filter(|c| quota.assignment(&c.name).is_some());
+                    Ok(schedule::Assignment {
+                        clusters: assigned.map(|c| (c.name.clone(), None)).collect(),
+                        ..Default::default()
+                    })
+                }
                 Claim::MultiClusterService(m) => {
                     let placement = multicluster::placement(&loaded.multi_cluster_services[m].spec, &loaded.clusters);
                     schedule::place(template, &placement, &loaded.clusters, state)

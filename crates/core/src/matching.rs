@@ -51,6 +51,9 @@ pub enum Claim {
     /// [`Loaded::multi_cluster_services`]); it wins over any PropagationPolicy, as
     /// Karmada's MultiClusterService controller takes the Service's binding over.
     MultiClusterService(usize),
+    /// The ResourceQuota a FederatedResourceQuota derives (index into
+    /// [`Loaded::federated_resource_quotas`]), placed on the members it assigns.
+    FederatedResourceQuota(usize),
 }
 
 /// A template and the policy that claimed it.
@@ -185,14 +188,32 @@ pub fn bind(loaded: &Loaded) -> (Vec<Binding>, Vec<usize>) {
             .map(|(i, p)| (i, p.namespace.as_deref(), p.spec.resource_selectors.as_slice())),
     );
     let services = multi_cluster_services(loaded);
+    let quotas: BTreeMap<(Option<&str>, &str), usize> = loaded
+        .federated_resource_quotas
+        .iter()
+        .enumerate()
+        .map(|(i, q)| ((q.namespace.as_deref(), q.name.as_str()), i))
+        .collect();
+    let quota_of = |template: &Template| {
+        let source = template.derived_from.as_ref()?;
+        let kind = (source.api_version.as_str(), source.kind.as_str());
+        (kind == crate::load::FEDERATED_RESOURCE_QUOTA)
+            .then(|| quotas.get(&(source.namespace.as_deref(), source.name.as_str())).copied())
+            .flatten()
+    };
     // One outcome per template (an exact-size collect): claimed, unclaimed, or not
     // claimable (`None`).
     let claims: Vec<Option<Option<Claim>>> = loaded
         .templates
         .par_iter()
-        .map(|template| match multi_cluster_service(&services, template) {
-            Some(m) => Some(Some(Claim::MultiClusterService(m))),
-            None => claimable(template).then(|| claim(loaded, &index, template)),
+        .map(|template| {
+            if let Some(q) = quota_of(template) {
+                return Some(Some(Claim::FederatedResourceQuota(q)));
+            }
+            match multi_cluster_service(&services, template) {
+                Some(m) => Some(Some(Claim::MultiClusterService(m))),
+                None => claimable(template).then(|| claim(loaded, &index, template)),
+            }
         })
         .collect();
     let mut bindings = Vec::with_capacity(claims.len());

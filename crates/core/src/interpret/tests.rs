@@ -312,7 +312,9 @@ fn dependencies_script(deps: &str) -> String {
 }
 
 fn config_map(namespace: &str, name: &str, app: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {namespace}, labels: {{app: {app}}}}}\n")
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {namespace}, labels: {{app: {app}}}}}\n"
+    )
 }
 
 #[test]

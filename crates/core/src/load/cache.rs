@@ -61,6 +61,7 @@ fn collect(loaded: &mut Loaded, file: &CachedFile) {
             Parsed::FederatedHpa(h) => loaded.federated_hpas.push(h.clone()),
             Parsed::CronFederatedHpa(h) => loaded.cron_federated_hpas.push(h.clone()),
             Parsed::MultiClusterService(m) => loaded.multi_cluster_services.push(m.clone()),
+            Parsed::FederatedResourceQuota(q) => loaded.federated_resource_quotas.push(q.clone()),
             Parsed::ClusterTaintPolicy(p) => loaded.cluster_taint_policies.push(p.clone()),
             Parsed::Rollout(r) => loaded.rollout_policies.push(r.clone()),
             Parsed::Customization(c) => loaded.customizations.push(c.clone()),
@@ -176,7 +177,9 @@ pub fn load_cached(files: &RepoFiles, cache: &mut ParseCache, limits: &Limits) -
         // Keyed templates depend on the repo's CRD scopes; memos made under other
         // scopes are redone.
         let reuse = previous_scopes.as_ref() == Some(&scopes);
-        loaded.templates = templates(key_files(per_file, &mut kept, &scopes, reuse)?)?;
+        let mut keyed = key_files(per_file, &mut kept, &scopes, reuse)?;
+        keyed.extend(loaded.federated_resource_quotas.iter().map(|q| Arc::new(scope::resource_quota(q))));
+        loaded.templates = templates(keyed)?;
         scope::follow_exported(&mut loaded.templates);
         finish(&mut loaded)?;
         Ok((loaded, scopes))

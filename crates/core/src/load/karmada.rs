@@ -44,6 +44,9 @@ pub(super) fn object(
         ("networking.karmada.io/v1alpha1", "MultiClusterService") => {
             Parsed::MultiClusterService(doc.read(true, validate::multi_cluster_service)?)
         }
+        ("policy.karmada.io/v1alpha1", "FederatedResourceQuota") => {
+            Parsed::FederatedResourceQuota(doc.read(true, validate::federated_resource_quota)?)
+        }
         ("config.karmada.io/v1alpha1", "ResourceInterpreterCustomization") => {
             Parsed::Customization(doc.read(false, validate::customization)?)
         }
@@ -74,7 +77,7 @@ pub(super) fn not_acted_on(api_version: &str, kind: &str) -> Option<&'static str
             "not acted on: flotilla keeps no searchable cache of member objects"
         }
         ("policy.karmada.io", "FederatedResourceQuota") => {
-            "not acted on: quotas are neither divided among members nor enforced"
+            "not read: only policy.karmada.io/v1alpha1 is; no ResourceQuota is made from it"
         }
         ("networking.karmada.io", "MultiClusterIngress") => "not acted on: no ingress is programmed across members",
         ("remedy.karmada.io", "Remedy") => "not acted on: cluster conditions do not trigger remedies",

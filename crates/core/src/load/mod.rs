@@ -33,7 +33,7 @@ use crate::model::{Limits, Loaded, Named, ObjectKey, Origin, OverrideSpec, Propa
 
 pub use admission::Admission;
 pub use cache::{ParseCache, load_cached};
-pub use scope::{declared_kinds, is_builtin_kind};
+pub use scope::{FEDERATED_RESOURCE_QUOTA, declared_kinds, is_builtin_kind};
 pub use split::{Chunk, split};
 
 /// Why a revision could not be loaded. Messages name the file, document and line; none
@@ -129,6 +129,7 @@ enum Parsed {
     FederatedHpa(Arc<Named<FederatedHpaSpec>>),
     CronFederatedHpa(Arc<Named<CronFederatedHpaSpec>>),
     MultiClusterService(Arc<Named<MultiClusterServiceSpec>>),
+    FederatedResourceQuota(Arc<Named<crate::model::quota::FederatedResourceQuotaSpec>>),
     ClusterTaintPolicy(Arc<Named<ClusterTaintPolicySpec>>),
     Rollout(Arc<Named<crate::model::rollout::RolloutSpec>>),
     Customization(Arc<Named<crate::interpret::CustomizationSpec>>),
@@ -346,6 +347,7 @@ fn finish(loaded: &mut Loaded) -> Result<(), LoadError> {
     unique_names(&mut loaded.federated_hpas, "FederatedHPA", "FederatedHPA")?;
     unique_names(&mut loaded.cron_federated_hpas, "CronFederatedHPA", "CronFederatedHPA")?;
     unique_names(&mut loaded.multi_cluster_services, "MultiClusterService", "MultiClusterService")?;
+    unique_names(&mut loaded.federated_resource_quotas, "FederatedResourceQuota", "FederatedResourceQuota")?;
     unique_names(&mut loaded.cluster_taint_policies, "ClusterTaintPolicy", "ClusterTaintPolicy")?;
     unique_names(&mut loaded.customizations, "ResourceInterpreterCustomization", "ResourceInterpreterCustomization")?;
     interpreted::interpret_templates(loaded)

@@ -9,8 +9,9 @@ use serde_json::{Map, Value, json};
 use super::LoadError;
 use crate::model::names::name_rule;
 use crate::model::object::api_group;
+use crate::model::quota::FederatedResourceQuotaSpec;
 use crate::model::selector::Labels;
-use crate::model::{Body, Facts, ObjectKey, Origin, Template};
+use crate::model::{Body, Facts, Named, ObjectKey, Origin, Template};
 
 /// Built-in cluster-scoped kinds by (group, kind). Anything else is namespaced unless a
 /// CustomResourceDefinition in the repo says `scope: Cluster`.
@@ -266,6 +267,27 @@ pub fn derived_service(template: &Template) -> Option<Template> {
     let derived = Template::new(key, Default::default(), &object, template.origin.clone());
     Some(Template { derived_from: Some(template.key.clone()), ..derived })
 }
+
+/// The ResourceQuota Karmada's static-assignment controller makes of a
+/// FederatedResourceQuota in each member it assigns: the same name and namespace, and
+/// that member's `hard`, which the render fills in per member
+/// ([`crate::model::plan::Source::FederatedResourceQuota`]).
+pub fn resource_quota(quota: &Named<FederatedResourceQuotaSpec>) -> Template {
+    let namespace = quota.namespace.clone().unwrap_or_else(|| "default".into());
+    let object = json!({
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": quota.name, "namespace": namespace},
+        "spec": {"hard": {}},
+    });
+    let key = ObjectKey::new("v1", "ResourceQuota", Some(&namespace), &quota.name);
+    let derived = Template::new(key, Default::default(), &object, quota.origin.clone());
+    let source = ObjectKey::new(FEDERATED_RESOURCE_QUOTA.0, FEDERATED_RESOURCE_QUOTA.1, Some(&namespace), &quota.name);
+    Template { derived_from: Some(source), ..derived }
+}
+
+/// The apiVersion and kind of a FederatedResourceQuota.
+pub const FEDERATED_RESOURCE_QUOTA: (&str, &str) = ("policy.karmada.io/v1alpha1", "FederatedResourceQuota");
 
 /// The ports a derived Service copies: name, protocol, port and appProtocol of each.
 fn service_ports(object: &Value) -> Vec<Value> {

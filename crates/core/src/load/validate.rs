@@ -12,8 +12,10 @@ use crate::model::policy::{
     ClusterAffinity, ClusterAffinityTerm, DivisionPreference, Operator, OverrideSpec, Placement, Preemption,
     PropagationSpec, ReplicaSchedulingType, ResourceSelector, SpreadConstraint, SpreadField,
 };
+use crate::model::quota::{FederatedResourceQuotaSpec, Quantity};
 use crate::model::selector::LabelSelector;
 use crate::model::service::MultiClusterServiceSpec;
+use crate::schedule::capacity;
 
 mod autoscale;
 mod failover;
@@ -305,4 +307,38 @@ pub fn multi_cluster_service(spec: &mut MultiClusterServiceSpec, _: Option<&str>
     }
     let bad = spec.ports.iter().position(|p| !(1..=65535).contains(&p.port));
     bad.map_or(Ok(()), |i| Err(format!("spec.ports[{i}].port: {} is not a port", spec.ports[i].port)))
+}
+
+/// Validates a FederatedResourceQuota as Karmada's webhook does: quantities that parse
+/// and are not negative, valid cluster names (each assigned once), every assigned
+/// resource named in `overall`, and `overall` at least the sum of the assignments.
+pub fn federated_resource_quota(spec: &mut FederatedResourceQuotaSpec, _: Option<&str>) -> Check {
+    let amount = |field: &str, name: &str, q: &Quantity| -> Result<i128, String> {
+        match capacity::milli(&q.text()) {
+            Some(m) if m >= 0 => Ok(m),
+            Some(_) => Err(format!("{field}.{name}: {:?} is negative", q.text())),
+            None => Err(format!("{field}.{name}: {:?} is not a quantity", q.text())),
+        }
+    };
+    let mut assigned: std::collections::BTreeMap<&str, i128> = Default::default();
+    let mut clusters = BTreeSet::new();
+    for (i, a) in spec.static_assignments.iter().enumerate() {
+        let field = format!("spec.staticAssignments[{i}]");
+        cluster_name(&a.cluster_name)
+            .map_err(|why| why.replacen("metadata.name", &format!("{field}.clusterName"), 1))?;
+        ensure(clusters.insert(a.cluster_name.as_str()), || {
+            format!("{field}.clusterName: {} is assigned twice", a.cluster_name)
+        })?;
+        for (name, q) in &a.hard {
+            let m = amount(&format!("{field}.hard"), name, q)?;
+            ensure(spec.overall.contains_key(name), || format!("{field}.hard.{name}: not in spec.overall"))?;
+            *assigned.entry(name).or_default() += m;
+        }
+    }
+    for (name, q) in &spec.overall {
+        let overall = amount("spec.overall", name, q)?;
+        let sum = assigned.get(name.as_str()).copied().unwrap_or(0);
+        ensure(overall >= sum, || format!("spec.overall.{name}: {} is less than the assignments' sum", q.text()))?;
+    }
+    Ok(())
 }

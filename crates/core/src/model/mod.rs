@@ -10,6 +10,7 @@ pub mod object;
 pub mod override_policy;
 pub mod plan;
 pub mod policy;
+pub mod quota;
 pub mod repo;
 pub mod rollout;
 pub mod selector;
@@ -65,6 +66,8 @@ pub struct Loaded {
     pub cron_federated_hpas: Vec<Arc<Named<CronFederatedHpaSpec>>>,
     /// MultiClusterServices.
     pub multi_cluster_services: Vec<Arc<Named<service::MultiClusterServiceSpec>>>,
+    /// FederatedResourceQuotas.
+    pub federated_resource_quotas: Vec<Arc<Named<quota::FederatedResourceQuotaSpec>>>,
     /// ClusterTaintPolicies.
     pub cluster_taint_policies: Vec<Arc<Named<failover::ClusterTaintPolicySpec>>>,
     /// RolloutPolicies (namespaced) and ClusterRolloutPolicies.

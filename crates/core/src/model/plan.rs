@@ -30,6 +30,15 @@ pub enum Source {
     /// The Service of a CrossCluster MultiClusterService (index into
     /// `multi_cluster_services`), placed on its providers and consumers.
     MultiClusterService(usize),
+    /// The ResourceQuota of a FederatedResourceQuota (index into
+    /// `federated_resource_quotas`) in a member it assigns (index into its
+    /// `staticAssignments`), holding that assignment's `hard`.
+    FederatedResourceQuota {
+        /// The FederatedResourceQuota.
+        quota: usize,
+        /// This member's assignment.
+        assignment: usize,
+    },
 }
 
 /// One object for one cluster, kept as a reference to its template plus the per-cluster

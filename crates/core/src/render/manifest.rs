@@ -22,6 +22,10 @@ impl Plan {
 fn materialize(loaded: &Loaded, rendered: &Rendered, revised: &Revised) -> Result<Value, OverrideError> {
     let template = &loaded.templates[rendered.template];
     let mut object = self::revised(loaded, rendered, revised)?;
+    if let Source::FederatedResourceQuota { quota, assignment } = rendered.source {
+        let hard = &loaded.federated_resource_quotas[quota].spec.static_assignments[assignment].hard;
+        object["spec"]["hard"] = hard.iter().map(|(k, q)| (k.clone(), Value::from(q.text()))).collect();
+    }
     overrides::apply(&mut object, loaded, &rendered.overrides)?;
     if template.labels.get(RETAIN_REPLICAS_LABEL) == Some("true") {
         release_replicas(&mut object);
@@ -117,6 +121,12 @@ fn decorate(object: &mut Value, loaded: &Loaded, template: &Template, source: So
         Source::MultiClusterService(m) => {
             (loaded.multi_cluster_services[m].describe("MultiClusterService", "MultiClusterService"), true, false)
         }
+        // A ResourceQuota the member already holds is not taken over unasked.
+        Source::FederatedResourceQuota { quota, .. } => (
+            loaded.federated_resource_quotas[quota].describe("FederatedResourceQuota", "FederatedResourceQuota"),
+            false,
+            false,
+        ),
     };
     let resolution = conflict_resolution(template.facts.conflict_resolution.as_deref(), resolution);
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {

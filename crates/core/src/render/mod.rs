@@ -115,7 +115,7 @@ fn render_targets(
                     replicas: *replicas,
                     completions: target.completions.get(cluster).copied(),
                     overrides: overrides::rules_for(loaded, &policies, member),
-                    source: target.source,
+                    source: in_cluster(loaded, target.source, cluster),
                     suspended: target.all_suspended || target.suspended.contains(cluster),
                 };
                 if !overrides::may_fail(loaded, &rendered.overrides) {
@@ -130,6 +130,18 @@ fn render_targets(
             })
         })
         .collect()
+}
+
+/// A target's source as one cluster's entry holds it: a FederatedResourceQuota's names
+/// that cluster's assignment.
+fn in_cluster(loaded: &Loaded, source: Source, cluster: &str) -> Source {
+    match source {
+        Source::FederatedResourceQuota { quota, .. } => {
+            let assignment = loaded.federated_resource_quotas[quota].spec.assignment(cluster).unwrap_or_default();
+            Source::FederatedResourceQuota { quota, assignment }
+        }
+        other => other,
+    }
 }
 
 /// Rendered entries grouped by cluster, each list in template order; failures join
@@ -213,6 +225,7 @@ fn target(loaded: &Loaded, binding: Binding, assignment: Assignment) -> Target {
         Claim::Policy(p) => (Source::Policy(p), loaded.propagation_policies[p].spec.suspension.as_ref()),
         Claim::NamespaceSync => (Source::NamespaceSync, None),
         Claim::MultiClusterService(m) => (Source::MultiClusterService(m), None),
+        Claim::FederatedResourceQuota(quota) => (Source::FederatedResourceQuota { quota, assignment: 0 }, None),
     };
     let all_suspended = suspension.and_then(|s| s.dispatching).unwrap_or(false);
     let suspended = suspension
