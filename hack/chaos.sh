@@ -37,7 +37,7 @@ trap 'if [ "$status" = 0 ]; then rm -rf "$out"; fi' EXIT
 export FLOTILLA_CHAOS_DURATION=$duration FLOTILLA_CHAOS_SEED=$seed FLOTILLA_CHAOS_REPORT=${report:-$out/report.json}
 export FLOTILLA_CHAOS_DIR=${FLOTILLA_CHAOS_DIR:-$out/run}
 status=0
-cargo test --test it chaos::soak -- --ignored --exact --nocapture 2>&1 | tee "$out/log" >&2 || status=$?
+cargo test --test it chaos::soak -- --exact --nocapture 2>&1 | tee "$out/log" >&2 || status=$?
 line=$(grep -E '^faults: [0-9]+, violations: [0-9]+$' "$out/log" | tail -1 || true)
 if [ -z "$line" ]; then
   status=1

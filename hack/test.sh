@@ -4,9 +4,9 @@
 #     server, debootstrap, libssl-dev), with apt-get, when missing (as root, or with sudo);
 #   - the member clusters' binaries (kube-apiserver, controller-manager, scheduler, etcd,
 #     kwok), built from their Go modules on first use (hack/build-tools.sh);
-#   - then `cargo test --workspace`, whose end-to-end tests start real member clusters;
-#   - then, when run without arguments, a 40-second fault-injection soak with seed 7
-#     (hack/chaos.sh; the long runs are in docs/reliability.md).
+#   - then `cargo test --workspace`, whose end-to-end tests start real member clusters,
+#     among them a 40-second fault-injection soak with seed 7 (chaos::soak; hack/chaos.sh
+#     runs longer ones, and docs/reliability.md records them).
 # Rust (cargo) and Go >= 1.26 must be there already; a missing one is named, with where
 # to get it. Caches live outside the clone (~/.cache/flotilla), so a second run is fast.
 # Arguments go to `cargo test` (for example a test name filter).
@@ -20,8 +20,3 @@ source hack/lib/test-deps.sh
 
 say "tests"
 cargo test --workspace "$@"
-
-if [ $# -eq 0 ]; then
-  say "a short fault-injection soak (hack/chaos.sh --duration 40s --seed 7)"
-  hack/chaos.sh --duration 40s --seed 7
-fi

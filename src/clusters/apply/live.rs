@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use flotilla_core::diff;
-use flotilla_core::finish::{Finished, Share};
+use flotilla_core::finish::{Finished, Pending, Share};
 use flotilla_core::inventory::check_source;
 use flotilla_core::model::ObjectKey;
 use flotilla_core::ownership;
@@ -54,19 +54,7 @@ pub async fn observe_share(
     let concurrency = settings.concurrency.max(1);
     let read: Vec<_> = stream::iter(work)
         .map(|(pending, d, api)| async move {
-            let live = match &api {
-                Ok(api) => api.get_opt(&d.key.name).await.map_err(|e| format!("read failed: {e}")),
-                Err(why) => Err(why.clone()),
-            };
-            let live = live.map(|found| found.map(|o| serde_json::to_value(o).expect("objects serialise")));
-            // What the member owns is kept, as the apply would keep it.
-            let (d, live) = match live {
-                Ok(Some(found)) => match pending.retained(d.clone(), &found) {
-                    Ok(retained) => (retained, Ok(Some(found))),
-                    Err(e) => (d, Err(e.to_string())),
-                },
-                other => (d, other),
-            };
+            let (d, live) = read(pending, d, &api).await;
             (d, api, live)
         })
         .buffered(concurrency)
@@ -98,6 +86,26 @@ pub async fn observe_share(
         .collect()
         .await;
     Ok(plan)
+}
+
+/// The live object of `d`, and `d` with what the member owns kept from it, as the apply
+/// would keep it.
+async fn read(
+    pending: &Pending<'_>,
+    d: Finished,
+    api: &Result<kube::Api<kube::api::DynamicObject>, String>,
+) -> (Finished, Result<Option<serde_json::Value>, String>) {
+    let live = match api {
+        Ok(api) => api.get_opt(&d.key.name).await.map_err(|e| format!("read failed: {e}")),
+        Err(why) => Err(why.clone()),
+    };
+    match live.map(|found| found.map(|o| serde_json::to_value(o).expect("objects serialise"))) {
+        Ok(Some(found)) => match pending.retained(d.clone(), &found) {
+            Ok(retained) => (retained, Ok(Some(found))),
+            Err(e) => (d, Err(e.to_string())),
+        },
+        other => (d, other),
+    }
 }
 
 /// What applying `manifest` would leave, or why the member would refuse it.
