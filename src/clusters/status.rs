@@ -61,9 +61,9 @@ pub fn table(plan: &Plan, observed: &[(String, Observed)]) -> (String, bool) {
     let mut all_healthy = true;
     for (key, per_cluster) in objects {
         let clusters: Vec<&str> = per_cluster.iter().map(|m| m.cluster).collect();
-        let template = plan.loaded.template(key).map(|t| t.object()).unwrap_or(Value::Null);
+        let template = || plan.loaded.template(key).map_or(Value::Null, |t| t.object());
         let mut unhealthy: Vec<String> = Vec::new();
-        let ready = match status::aggregated(&plan.loaded.interpreter, key, &template, &per_cluster) {
+        let ready = match status::aggregated(&plan.loaded.interpreter, key, template, &per_cluster) {
             Some(Ok(summed)) => ready(&summed),
             Some(Err(e)) => {
                 unhealthy.push(e.to_string());

@@ -165,12 +165,17 @@ pub struct InMember<'a> {
 /// by the kind's `AggregateStatus` script when a customization has one (given Karmada's
 /// `statusItems`: `clusterName`, `status`, `applied`, and `health` as `Healthy`,
 /// `Unhealthy` or `Unknown`), else [`aggregate`]'s sums; `None` when neither answers.
+/// The template is made only for a script.
 pub fn aggregated(
     interpreter: &crate::interpret::Interpreter,
     key: &ObjectKey,
-    template: &Value,
+    template: impl FnOnce() -> Value,
     members: &[InMember<'_>],
 ) -> Option<Result<Value, crate::interpret::InterpretError>> {
+    let operation = crate::interpret::Operation::AggregateStatus;
+    if interpreter.script(&key.api_version, &key.kind, operation).is_none() {
+        return aggregate(key, members.iter().filter_map(|m| m.status)).map(Ok);
+    }
     let items: Vec<Value> = members
         .iter()
         .map(|m| {
@@ -190,10 +195,7 @@ pub fn aggregated(
             item
         })
         .collect();
-    match interpreter.aggregate_status(key, template, &Value::Array(items)) {
-        Some(answer) => Some(answer),
-        None => aggregate(key, members.iter().filter_map(|m| m.status)).map(Ok),
-    }
+    interpreter.aggregate_status(key, &template(), &Value::Array(items))
 }
 
 /// The status a member's copy reports: its `ReflectStatus` when a customization has one,

@@ -269,16 +269,16 @@ fn aggregate_status_runs_the_kinds_script_and_falls_back_to_karmadas_sums() {
         InMember { cluster: "member1", health: &Health::Healthy, status: Some(&one) },
         InMember { cluster: "member2", health: &progressing, status: Some(&two) },
     ];
-    let status = aggregated(&interpreter, &cloneset, &template, &members).unwrap().unwrap();
+    let status = aggregated(&interpreter, &cloneset, || template.clone(), &members).unwrap().unwrap();
     assert_eq!(status["replicas"], 5, "{status}");
     assert_eq!(status["readyReplicas"], 4, "{status}");
     // A native kind: Karmada's sums, no script.
     let deployment = ObjectKey::new("apps/v1", "Deployment", Some("shop"), "web");
-    let status = aggregated(&interpreter, &deployment, &template, &members).unwrap().unwrap();
+    let status = aggregated(&interpreter, &deployment, || template.clone(), &members).unwrap().unwrap();
     assert_eq!((status["replicas"].as_i64(), status["readyReplicas"].as_i64()), (Some(5), Some(4)));
     // A kind neither knows: no aggregate.
     let config = ObjectKey::new("v1", "ConfigMap", Some("shop"), "web");
-    assert!(aggregated(&interpreter, &config, &template, &members).is_none());
+    assert!(aggregated(&interpreter, &config, || template.clone(), &members).is_none());
     // Without ReflectStatus a member's status is its own.
     let live = json!({"status": {"replicas": 1}});
     assert_eq!(reflected(&interpreter, &deployment, &live).unwrap(), Some(json!({"replicas": 1})));
@@ -298,7 +298,7 @@ fn a_repository_reflect_and_aggregate_see_karmadas_status_items() {
         InMember { cluster: "member2", health: &Health::Missing, status: None },
     ];
     let template = plan.loaded.template(&key).unwrap().object();
-    let status = aggregated(interpreter, &key, &template, &members).unwrap().unwrap();
+    let status = aggregated(interpreter, &key, || template.clone(), &members).unwrap().unwrap();
     assert_eq!(status["readyReplicas"], 6);
     assert_eq!(status["replicas"], 9);
     assert_eq!(status["seen"], "member1:Healthy:true member2:Unknown:false ");

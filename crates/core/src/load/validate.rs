@@ -88,12 +88,17 @@ pub fn type_meta(api_version: &str, kind: &str) -> Check {
 
 /// Cluster names are DNS-1123 labels of at most 48 characters (`karmada-es-` must fit).
 pub fn cluster_name(name: &str) -> Check {
+    cluster_name_at("metadata.name", name)
+}
+
+/// [`cluster_name`] of a name written at `field`.
+fn cluster_name_at(field: &str, name: &str) -> Check {
     let valid = name.len() <= 48
         && !name.is_empty()
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-');
-    ensure(valid, || format!("metadata.name: {name:?} must be a DNS-1123 label of at most 48 characters"))
+    ensure(valid, || format!("{field}: {name:?} must be a DNS-1123 label of at most 48 characters"))
 }
 
 /// Defaults and validates a PropagationPolicy (`namespace: Some`) or
@@ -324,8 +329,7 @@ pub fn federated_resource_quota(spec: &mut FederatedResourceQuotaSpec, _: Option
     let mut clusters = BTreeSet::new();
     for (i, a) in spec.static_assignments.iter().enumerate() {
         let field = format!("spec.staticAssignments[{i}]");
-        cluster_name(&a.cluster_name)
-            .map_err(|why| why.replacen("metadata.name", &format!("{field}.clusterName"), 1))?;
+        cluster_name_at(&format!("{field}.clusterName"), &a.cluster_name)?;
         ensure(clusters.insert(a.cluster_name.as_str()), || {
             format!("{field}.clusterName: {} is assigned twice", a.cluster_name)
         })?;
