@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the binaries the member clusters need from the Go module proxy:
 # kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes), etcd
-# (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok), into $FLOTILLA_TOOLS_BIN
+# (go.etcd.io/etcd/server/v3), kwok (sigs.k8s.io/kwok), helm (helm.sh/helm/v4) and
+# kustomize (sigs.k8s.io/kustomize/kustomize/v5), into $FLOTILLA_TOOLS_BIN
 # (default: ~/.cache/flotilla/bin, outside any clone, so fresh clones and CI reuse it).
 # Each module is rebuilt only when its go.mod/go.sum, build flags or Go version change:
 # a stamp file holds their hash. Nothing prebuilt is downloaded. Prints the directory.
@@ -53,8 +54,11 @@ if [ "${1:-}" = peers ]; then
   build "$here/tools/flux-source" "" github.com/fluxcd/source-controller
   build "$here/tools/flux-kustomize" "" github.com/fluxcd/kustomize-controller
   build "$here/tools/flux-notification" "" github.com/fluxcd/notification-controller
-  build "$here/tools/kustomize" "" sigs.k8s.io/kustomize/kustomize/v5
 fi
+# The renderers of HelmChart sources and kustomizations, pinned by their go.mod.
+helm_version=$(sed -nE 's|^[[:space:]]*(require[[:space:]]+)?helm.sh/helm/v4 (v[^[:space:]]+).*|\2|p' "$here/tools/helm/go.mod" | head -n1)
+build "$here/tools/helm" "-X helm.sh/helm/v4/internal/version.version=$helm_version" helm.sh/helm/v4/cmd/helm
+build "$here/tools/kustomize" "" sigs.k8s.io/kustomize/kustomize/v5
 # Gitea, the forge of the preview tests: SQLite needs cgo (a C compiler). It reads its
 # locales and templates from disk (no bindata), copied next to the binary.
 command -v cc >/dev/null || { echo "build-tools: a C compiler (cc) is required to build Gitea with SQLite: apt-get install gcc" >&2; exit 1; }

@@ -1,4 +1,4 @@
-// Builds the kustomize CLI for hack/bench-peers.sh (v5.8.3 needs Go 1.27).
+// Builds the kustomize CLI that builds kustomizations (and hack/bench-peers.sh). v5.8.3 needs Go 1.27.
 module flotilla.invalid/hack/tools/kustomize
 
 go 1.26.0
