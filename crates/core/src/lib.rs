@@ -36,6 +36,7 @@ pub mod project;
 pub mod render;
 pub mod rollout;
 pub mod schedule;
+pub mod sources;
 pub mod status;
 pub mod yaml;
 pub mod yaml_edit;

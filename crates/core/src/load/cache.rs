@@ -12,6 +12,9 @@ use super::{LoadError, Parsed, finish, parse_document, scope, templates};
 use crate::model::cluster::Cluster;
 use crate::model::{Limits, Loaded, Origin, RepoFiles, Template};
 
+/// A HelmChart as loaded.
+pub type HelmChart = Arc<crate::model::Named<crate::model::source::HelmChartSpec>>;
+
 /// Documents parsed from earlier revisions, keyed by path and content id (a Git blob
 /// id), so a revision that changes one file parses one file. It holds the files of the
 /// last revision loaded through it and nothing older, so it never outgrows one
@@ -65,6 +68,7 @@ fn collect(loaded: &mut Loaded, file: &CachedFile) {
             Parsed::ClusterTaintPolicy(p) => loaded.cluster_taint_policies.push(p.clone()),
             Parsed::Rollout(r) => loaded.rollout_policies.push(r.clone()),
             Parsed::Customization(c) => loaded.customizations.push(c.clone()),
+            Parsed::HelmChart(c) => loaded.helm_charts.push(c.clone()),
             Parsed::NotActedOn(n) => loaded.not_acted_on.push(n.clone()),
         }
     }
@@ -117,6 +121,17 @@ impl ParseCache {
     /// a source need not read such a file.
     pub fn size(&self, path: &str, id: &str) -> Option<usize> {
         self.files.get(&(path.to_owned(), id.to_owned())).map(|f| f.size)
+    }
+
+    /// The HelmCharts the file at `path` with content id `id` declares, if its documents
+    /// are held (a source that did not read it still learns what it renders).
+    pub fn helm_charts(&self, path: &str, id: &str) -> Option<Vec<HelmChart>> {
+        let file = self.files.get(&(path.to_owned(), id.to_owned()))?;
+        let charts = file.documents.iter().filter_map(|(_, doc)| match doc {
+            Parsed::HelmChart(chart) => Some(chart.clone()),
+            _ => None,
+        });
+        Some(charts.collect())
     }
 
     /// Files held.

@@ -53,6 +53,7 @@ pub(super) fn object(
         // flotilla's own policy kinds, read as Karmada's are.
         ("flotilla.dev/v1alpha1", "RolloutPolicy") => Parsed::Rollout(doc.read(true, validate::rollout)?),
         ("flotilla.dev/v1alpha1", "ClusterRolloutPolicy") => Parsed::Rollout(doc.read(false, validate::rollout)?),
+        ("flotilla.dev/v1alpha1", "HelmChart") => Parsed::HelmChart(doc.read(true, validate::helm_chart)?),
         _ => return Ok(None),
     };
     Ok(Some(parsed))

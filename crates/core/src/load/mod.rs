@@ -32,9 +32,10 @@ use crate::model::service::MultiClusterServiceSpec;
 use crate::model::{Limits, Loaded, Named, ObjectKey, Origin, OverrideSpec, PropagationSpec, RepoFiles, Template};
 
 pub use admission::Admission;
-pub use cache::{ParseCache, load_cached};
+pub use cache::{HelmChart, ParseCache, load_cached};
 pub use scope::{FEDERATED_RESOURCE_QUOTA, declared_kinds, is_builtin_kind};
 pub use split::{Chunk, split};
+pub(crate) use validate::repository_path;
 
 /// Why a revision could not be loaded. Messages name the file, document and line; none
 /// of them quotes document content, so Secret values never reach error text.
@@ -133,12 +134,31 @@ enum Parsed {
     ClusterTaintPolicy(Arc<Named<ClusterTaintPolicySpec>>),
     Rollout(Arc<Named<crate::model::rollout::RolloutSpec>>),
     Customization(Arc<Named<crate::interpret::CustomizationSpec>>),
+    HelmChart(Arc<Named<crate::model::source::HelmChartSpec>>),
     NotActedOn(Arc<crate::model::NotActedOn>),
 }
 
 /// Loads every manifest of a revision. See the module docs.
 pub fn load(files: &RepoFiles, limits: &Limits) -> Result<Loaded, LoadError> {
     load_cached(files, &mut ParseCache::default(), limits)
+}
+
+/// The HelmCharts one file declares, read as [`load`] reads them, before anything else
+/// is loaded (their output is part of what is). A document that does not load is
+/// skipped here: the load that follows reports it.
+pub fn helm_charts_in(file: &str, bytes: &[u8], limits: &Limits) -> Vec<HelmChart> {
+    let Ok(text) = std::str::from_utf8(bytes) else { return Vec::new() };
+    let shared: Arc<str> = Arc::from(file);
+    let spent = AtomicUsize::new(0);
+    let chunks = split(text).into_iter().filter(|c| c.text.contains("HelmChart"));
+    chunks
+        .filter_map(|chunk| parse_document(&shared, &chunk, limits, &spent).ok())
+        .flat_map(|(docs, _)| docs)
+        .filter_map(|(_, doc)| match doc {
+            Parsed::HelmChart(chart) => Some(chart),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Splits and parses every document into a JSON tree without interpreting it, as
@@ -350,7 +370,33 @@ fn finish(loaded: &mut Loaded) -> Result<(), LoadError> {
     unique_names(&mut loaded.federated_resource_quotas, "FederatedResourceQuota", "FederatedResourceQuota")?;
     unique_names(&mut loaded.cluster_taint_policies, "ClusterTaintPolicy", "ClusterTaintPolicy")?;
     unique_names(&mut loaded.customizations, "ResourceInterpreterCustomization", "ResourceInterpreterCustomization")?;
+    unique_names(&mut loaded.helm_charts, "HelmChart", "HelmChart")?;
+    scaled_sources(loaded)?;
     interpreted::interpret_templates(loaded)
+}
+
+/// The autoscalers write replica counts back into the file that declares their target;
+/// a target a chart or kustomization renders has none, so it is refused here, with what
+/// to do, rather than scaled in the members and never recorded in Git.
+fn scaled_sources(loaded: &Loaded) -> Result<(), LoadError> {
+    let hpas = loaded.federated_hpas.iter().map(|h| (&h.origin, &h.namespace, &h.spec.scale_target_ref));
+    let crons = loaded.cron_federated_hpas.iter().map(|c| (&c.origin, &c.namespace, &c.spec.scale_target_ref));
+    for (origin, namespace, target) in hpas.chain(crons) {
+        let key = target.key(namespace.as_deref().unwrap_or("default"));
+        let Some(template) = loaded.templates.iter().find(|t| t.key == key) else { continue };
+        if crate::model::source::is_output(&template.origin.file) {
+            return Err(LoadError::Invalid {
+                origin: origin.clone(),
+                message: format!(
+                    "spec.scaleTargetRef: {key} is rendered by a chart or kustomization ({}), and the autoscaler \
+                     writes replicas back to the file that declares its target: declare the workload as a plain \
+                     manifest, or leave it out of autoscaling and set its replicas in the chart's values",
+                    template.origin.file
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn unique_names<S>(items: &mut [Arc<Named<S>>], namespaced: &str, cluster: &str) -> Result<(), LoadError> {
@@ -470,5 +516,26 @@ mod tests {
         // A file neither read nor cached is an error, not a silently missing file.
         let missing = revision(&[("z.yaml", "id-z", "")], &["z.yaml"]);
         assert!(matches!(load_cached(&missing, &mut cache, &limits), Err(LoadError::Invalid { .. })));
+    }
+
+    #[test]
+    fn an_autoscaler_of_a_rendered_workload_is_refused_with_what_to_do() {
+        let deployment =
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec: {replicas: 2}\n";
+        let hpa = "apiVersion: autoscaling.karmada.io/v1alpha1\nkind: FederatedHPA\nmetadata: {name: web, namespace: shop}\n\
+                   spec: {scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}, maxReplicas: 5}\n";
+        let plain = revision(&[("web.yaml", "w", deployment), ("hpa.yaml", "h", hpa)], &[]);
+        assert!(load(&plain, &Limits::default()).is_ok());
+        let rendered =
+            revision(&[("helm:shop/web:web/templates/web.yaml", "w", deployment), ("hpa.yaml", "h", hpa)], &[]);
+        let error = load(&rendered, &Limits::default()).unwrap_err().to_string();
+        assert!(error.starts_with("hpa.yaml: document 1"), "{error}");
+        assert!(error.contains("rendered by a chart or kustomization"), "{error}");
+        assert!(error.contains("set its replicas in the chart's values"), "{error}");
+        // A FederatedHPA of another workload is not affected.
+        let other = hpa.replace("name: web}", "name: api}");
+        let elsewhere =
+            revision(&[("helm:shop/web:web/templates/web.yaml", "w", deployment), ("hpa.yaml", "h", &other)], &[]);
+        assert!(load(&elsewhere, &Limits::default()).is_ok());
     }
 }

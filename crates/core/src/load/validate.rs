@@ -21,10 +21,12 @@ mod autoscale;
 mod failover;
 mod interpret;
 mod rollout;
+mod source;
 pub use autoscale::{cron_federated_hpa, federated_hpa};
 pub use failover::cluster_taint_policy;
 pub use interpret::customization;
 pub use rollout::rollout;
+pub use source::{helm_chart, repository_path};
 
 type Check = Result<(), String>;
 

@@ -15,6 +15,7 @@ pub mod repo;
 pub mod rollout;
 pub mod selector;
 pub mod service;
+pub mod source;
 
 use std::sync::Arc;
 
@@ -74,6 +75,9 @@ pub struct Loaded {
     pub rollout_policies: Vec<Arc<Named<rollout::RolloutSpec>>>,
     /// Objects flotilla accepts and does not act on, in file order (see [`NotActedOn`]).
     pub not_acted_on: Vec<Arc<NotActedOn>>,
+    /// HelmCharts, sorted by namespace and name (rendered before the rest is loaded:
+    /// `crate::sources`).
+    pub helm_charts: Vec<Arc<Named<source::HelmChartSpec>>>,
     /// ResourceInterpreterCustomizations, sorted by name.
     pub customizations: Vec<Arc<Named<crate::interpret::CustomizationSpec>>>,
     /// The revision's resource interpreter: its customizations over the shipped ones.

@@ -1,0 +1,73 @@
+//! `flotilla.dev/v1alpha1` HelmChart: a Helm chart of the repository rendered into
+//! resource templates (docs/sources.md). Field names follow Flux's HelmRelease and
+//! Argo CD's `helm` source where they mean the same thing; unknown fields are refused.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Whether `file` is one of the files a tool's output is loaded as (`helm:NAMESPACE/NAME:SOURCE`
+/// or `kustomize:DIR/kustomization.yaml`): a template from one has no file in the
+/// repository to edit.
+pub fn is_output(file: &str) -> bool {
+    file.starts_with("helm:") || file.starts_with("kustomize:")
+}
+
+/// `spec` of a HelmChart. Its `metadata.namespace` is the release namespace.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HelmChartSpec {
+    /// A chart directory of the repository (repository-relative, holding `Chart.yaml`).
+    #[serde(default)]
+    pub chart: Option<String>,
+    /// A chart outside the repository, pinned by version and digest.
+    #[serde(default)]
+    pub repository: Option<ChartRepository>,
+    /// The release name (`.Release.Name`); the object's name when unset.
+    #[serde(default)]
+    pub release_name: Option<String>,
+    /// Values files, repository-relative, applied in order (`helm template -f`).
+    #[serde(default)]
+    pub values_files: Vec<String>,
+    /// Values applied after every file.
+    #[serde(default)]
+    pub values: Option<Value>,
+    /// Whether the chart's `crds/` are rendered too (Helm installs them; true).
+    #[serde(default = "yes", rename = "includeCRDs")]
+    pub include_crds: bool,
+    /// Whether the chart's test hooks are left out (Flux and Argo CD do not apply them;
+    /// true).
+    #[serde(default = "yes")]
+    pub skip_tests: bool,
+    /// `.Capabilities.KubeVersion` (`--kube-version`); Helm's default when unset.
+    #[serde(default)]
+    pub kube_version: Option<String>,
+    /// Extra `.Capabilities.APIVersions` (`--api-versions`).
+    #[serde(default)]
+    pub api_versions: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A chart fetched from a Helm or OCI repository.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChartRepository {
+    /// `oci://…` or a Helm repository's `https://…`.
+    pub url: String,
+    /// The chart's name in a Helm repository (an OCI URL names it already).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// An exact version.
+    pub version: String,
+    /// `sha256:…` of the chart archive.
+    pub digest: String,
+}
+
+impl HelmChartSpec {
+    /// The release name: `releaseName`, or the object's name.
+    pub fn release<'a>(&'a self, name: &'a str) -> &'a str {
+        self.release_name.as_deref().unwrap_or(name)
+    }
+}

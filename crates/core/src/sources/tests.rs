@@ -1,0 +1,216 @@
+use super::*;
+use crate::model::Limits;
+
+fn repo(files: &[(&str, &str)]) -> RepoFiles {
+    let mut repo = RepoFiles::default();
+    for (path, text) in files {
+        repo.files.insert(path.to_string(), text.as_bytes().to_vec());
+    }
+    repo
+}
+
+const CHART: &str = "apiVersion: v2\nname: shop\nversion: 1.0.0\n";
+const HELM_CHART: &str = "apiVersion: flotilla.dev/v1alpha1\nkind: HelmChart\nmetadata: {name: shop, namespace: shop}\nspec:\n  chart: charts/shop\n  valuesFiles: [envs/prod.yaml]\n  values: {replicaCount: 6}\n";
+
+fn shop() -> RepoFiles {
+    repo(&[
+        ("charts/shop/Chart.yaml", CHART),
+        ("charts/shop/values.yaml", "replicaCount: 1\n"),
+        (
+            "charts/shop/templates/deployment.yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n",
+        ),
+        ("charts/shop/charts/db/Chart.yaml", "apiVersion: v2\nname: db\nversion: 1.0.0\n"),
+        ("envs/prod.yaml", "replicaCount: 3\n"),
+        ("fleet/shop.yaml", HELM_CHART),
+        ("fleet/policy.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default}\n"),
+    ])
+}
+
+#[test]
+fn a_chart_directory_is_one_unit_with_its_subcharts() {
+    let files = shop();
+    let units = units(&files, &Limits::default()).unwrap();
+    assert_eq!(units.charts, BTreeSet::from(["charts/shop".to_string()]));
+    assert!(units.owns("charts/shop/templates/deployment.yaml"));
+    assert!(units.owns("charts/shop/charts/db/Chart.yaml"));
+    assert!(!units.owns("charts/shopping/x.yaml"), "a sibling with a longer name is not the chart's");
+    assert!(!units.owns("fleet/shop.yaml"));
+}
+
+#[test]
+fn a_helm_chart_renders_its_directory_and_values_files() {
+    let files = shop();
+    let limits = Limits::default();
+    let units = units(&files, &limits).unwrap();
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    assert_eq!(charts.len(), 1);
+    let expansions = expansions(&files, &units, &charts).unwrap();
+    let [expansion] = expansions.as_slice() else { panic!("{expansions:?}") };
+    assert_eq!(expansion.name, "HelmChart shop/shop");
+    assert_eq!(
+        expansion.inputs,
+        [
+            "charts/shop/Chart.yaml",
+            "charts/shop/charts/db/Chart.yaml",
+            "charts/shop/templates/deployment.yaml",
+            "charts/shop/values.yaml",
+            "envs/prod.yaml"
+        ]
+    );
+    let Job::Helm { release, namespace, values_files, values, .. } = &expansion.job else { panic!() };
+    assert_eq!((release.as_str(), namespace.as_str()), ("shop", "shop"));
+    assert_eq!(values_files, &["envs/prod.yaml"]);
+    assert_eq!(values, &Some(serde_json::json!({"replicaCount": 6})));
+}
+
+#[test]
+fn assembled_files_hold_loose_manifests_and_outputs_only() {
+    let files = shop();
+    let limits = Limits::default();
+    let units = units(&files, &limits).unwrap();
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let assembled = assemble(files, &units, &charts, [("helm:shop/shop:x.yaml".into(), "k".into(), "a: b\n".into())]);
+    assert_eq!(
+        assembled.files.keys().collect::<Vec<_>>(),
+        ["fleet/policy.yaml", "fleet/shop.yaml", "helm:shop/shop:x.yaml"],
+        "the chart's files and the values file are gone"
+    );
+    assert_eq!(assembled.ids["helm:shop/shop:x.yaml"], "k");
+}
+
+#[test]
+fn helm_output_is_split_by_the_template_it_came_from() {
+    let files = shop();
+    let limits = Limits::default();
+    let units = units(&files, &limits).unwrap();
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let expansion = &expansions(&files, &units, &charts).unwrap()[0];
+    let output = "---\n# Source: shop/templates/svc.yaml\nkind: Service\n---\n# Source: shop/templates/deploy.yaml\nkind: Deployment\n---\n# Source: shop/templates/svc.yaml\nkind: Service\nmetadata: {name: b}\n";
+    let out = output_files(expansion, output);
+    assert_eq!(
+        out.keys().collect::<Vec<_>>(),
+        ["helm:shop/shop:shop/templates/deploy.yaml", "helm:shop/shop:shop/templates/svc.yaml"]
+    );
+    assert_eq!(
+        out["helm:shop/shop:shop/templates/svc.yaml"],
+        "# Source: shop/templates/svc.yaml\nkind: Service\n---\n# Source: shop/templates/svc.yaml\nkind: Service\nmetadata: {name: b}\n"
+    );
+}
+
+#[test]
+fn a_chart_that_is_not_in_the_repository_or_a_missing_values_file_is_refused() {
+    let limits = Limits::default();
+    for (text, want) in [
+        (
+            HELM_CHART.replace("charts/shop", "charts/none"),
+            "spec.chart: charts/none is not a chart directory of the repository",
+        ),
+        (HELM_CHART.replace("envs/prod.yaml", "envs/none.yaml"), "spec.valuesFiles[0]: envs/none.yaml is not a file"),
+    ] {
+        let mut files = shop();
+        files.files.insert("fleet/shop.yaml".into(), text.into_bytes());
+        let units = units(&files, &limits).unwrap();
+        let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+        let err = expansions(&files, &units, &charts).unwrap_err().to_string();
+        assert!(err.starts_with("fleet/shop.yaml: document 1 (line 1): "), "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+}
+
+#[test]
+fn a_helm_chart_reaching_outside_the_repository_does_not_load() {
+    for (field, value) in [("chart", "../outside"), ("chart", "/etc"), ("valuesFiles", "[../../etc/passwd]")] {
+        let text = format!(
+            "apiVersion: flotilla.dev/v1alpha1\nkind: HelmChart\nmetadata: {{name: x, namespace: x}}\nspec:\n  chart: {}\n  {}\n",
+            if field == "chart" { value } else { "charts/shop" },
+            if field == "valuesFiles" { format!("valuesFiles: {value}") } else { String::new() },
+        );
+        let err = crate::load::load(&repo(&[("a.yaml", &text)]), &Limits::default()).unwrap_err().to_string();
+        assert!(err.contains("leaves the repository") || err.contains("must be a path inside"), "{err}");
+    }
+}
+
+#[test]
+fn overlays_are_built_and_their_bases_through_them() {
+    let files = repo(&[
+        ("app/base/kustomization.yaml", "resources: [deployment.yaml]\n"),
+        ("app/base/deployment.yaml", "kind: Deployment\n"),
+        (
+            "app/components/monitoring/kustomization.yaml",
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
+        ),
+        (
+            "app/overlays/prod/kustomization.yaml",
+            "resources:\n- ../../base\ncomponents:\n- ../../components/monitoring\npatches:\n- path: patch.yaml\n",
+        ),
+        ("app/overlays/prod/patch.yaml", "kind: Deployment\n"),
+        ("app/overlays/staging/kustomization.yaml", "resources: [../../base]\n"),
+        ("loose.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"),
+    ]);
+    let units = units(&files, &Limits::default()).unwrap();
+    let built: Vec<&String> = units.built_kustomizations().map(|(dir, _)| dir).collect();
+    assert_eq!(built, ["app/overlays/prod", "app/overlays/staging"]);
+    let expansions = expansions(&files, &units, &[]).unwrap();
+    assert_eq!(expansions[0].name, "kustomization app/overlays/prod");
+    assert_eq!(
+        expansions[0].inputs,
+        [
+            "app/base/deployment.yaml",
+            "app/base/kustomization.yaml",
+            "app/components/monitoring/kustomization.yaml",
+            "app/overlays/prod/kustomization.yaml",
+            "app/overlays/prod/patch.yaml"
+        ]
+    );
+    assert_eq!(
+        expansions[1].inputs,
+        ["app/base/deployment.yaml", "app/base/kustomization.yaml", "app/overlays/staging/kustomization.yaml"]
+    );
+    assert!(!units.owns("loose.yaml"));
+}
+
+#[test]
+fn remote_bases_escapes_and_helm_in_a_kustomization_are_refused_with_their_line() {
+    for (text, line, want) in [
+        (
+            "resources:\n- ok.yaml\n- github.com/org/repo//base?ref=v1\n",
+            3,
+            "resources[1]: a remote base is not fetched",
+        ),
+        ("resources:\n- https://example.com/all.yaml\n", 2, "a remote base is not fetched"),
+        ("bases:\n- ../../../outside\n", 2, "bases[0]: leaves the repository"),
+        ("helmCharts:\n- name: x\n", 1, "helmCharts: kustomize's Helm support is not run"),
+        ("resources: deployment.yaml\n", 1, "resources: must be a list of paths"),
+    ] {
+        let files = repo(&[("a/b/kustomization.yaml", text)]);
+        let err = units(&files, &Limits::default()).unwrap_err().to_string();
+        let at = format!("a/b/kustomization.yaml: document 1 (line {line}): ");
+        assert!(err.starts_with(&at), "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+}
+
+#[test]
+fn two_kustomization_files_in_one_directory_are_refused() {
+    let files = repo(&[("k/kustomization.yaml", "resources: []\n"), ("k/kustomization.yml", "resources: []\n")]);
+    let err = units(&files, &Limits::default()).unwrap_err().to_string();
+    assert!(err.contains("kustomize reads only one"), "{err}");
+}
+
+#[test]
+fn charts_held_by_the_parse_cache_are_declared_without_reading_their_file() {
+    let limits = Limits::default();
+    let mut files = shop();
+    files.ids.insert("fleet/shop.yaml".into(), "id-1".into());
+    let mut cache = ParseCache::default();
+    let mut alone = RepoFiles::default();
+    alone.files.insert("fleet/shop.yaml".into(), HELM_CHART.as_bytes().to_vec());
+    alone.ids.insert("fleet/shop.yaml".into(), "id-1".into());
+    crate::load::load_cached(&alone, &mut cache, &limits).unwrap();
+    files.files.remove("fleet/shop.yaml");
+    let units = units(&files, &limits).unwrap();
+    let charts = declared_charts(&files, &units, &cache, &limits);
+    assert_eq!(charts.len(), 1);
+    assert_eq!(charts[0].name, "shop");
+}
