@@ -41,7 +41,7 @@ impl Renderer {
         tokio::task::spawn_blocking(move || -> anyhow::Result<Plan> {
             let limits = Limits::default();
             let mut cache = cache.lock().expect("parse cache lock");
-            let loaded = flotilla_core::load::load_cached(&files, &mut cache, &limits)?;
+            let loaded = crate::source::load(&files, &mut cache, &limits)?;
             admission.check(&loaded)?;
             let plan = flotilla_core::plan_loaded(loaded, files.revision, &state);
             Ok(match scope {

@@ -148,7 +148,7 @@ pub fn files(
         let mut cache = cache.lock().expect("parse cache lock");
         let files = crate::git::read_commit(repo, head, prefix, &limits, &cache)
             .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
-        load::load_cached(&files, &mut cache, &limits).map_err(|e| format!("the head does not load: {e}"))?
+        crate::source::load(&files, &mut cache, &limits).map_err(|e| format!("the head does not load: {e}"))?
     };
     let tree = repo.find_commit(head).and_then(|c| c.tree()).map_err(|e| e.to_string())?;
     let mut by_file: BTreeMap<String, Vec<(&Edit, usize)>> = BTreeMap::new();

@@ -101,7 +101,7 @@ pub(crate) fn plan_in_state(
         None => ClusterState::default(),
     };
     let state = adjust(state)?;
-    let loaded = flotilla_core::load::load(&files, &limits)?;
+    let loaded = source::load(&files, &mut flotilla_core::load::ParseCache::default(), &limits)?;
     args.admission().check(&loaded)?;
     // The bytes are parsed: planning a large repository should not hold them too.
     let revision = files.revision.clone();
@@ -120,7 +120,7 @@ pub(crate) fn plan_revision(
 ) -> anyhow::Result<Plan> {
     let limits = Limits::default();
     let files = crate::git::read_cached(repo, rev, &limits, cache)?;
-    let loaded = flotilla_core::load::load_cached(&files, cache, &limits)?;
+    let loaded = source::load(&files, cache, &limits)?;
     admission.check(&loaded)?;
     let plan = flotilla_core::plan_loaded(loaded, files.revision, state);
     Ok(within(plan, scope))

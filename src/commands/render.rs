@@ -54,8 +54,7 @@ fn rollout_renders(args: &RenderArgs) -> anyhow::Result<(Plan, Plan)> {
     let limits = flotilla_core::model::Limits::default();
     let files =
         crate::git::read_cached(&source.repo, &from, &limits, &cache).with_context(|| format!("--from {from}"))?;
-    let loaded =
-        flotilla_core::load::load_cached(&files, &mut cache, &limits).with_context(|| format!("--from {from}"))?;
+    let loaded = crate::source::load(&files, &mut cache, &limits).with_context(|| format!("--from {from}"))?;
     admission.check(&loaded).with_context(|| format!("--from {from}"))?;
     let loaded = flotilla_core::rollout::governed_only(loaded, &to.loaded);
     let older = flotilla_core::plan_loaded(loaded, files.revision, &state);

@@ -79,9 +79,10 @@ struct Blobs<'c, 'l> {
 }
 
 impl Blobs<'_, '_> {
-    fn add(&mut self, repo: &Repository, rel: &str, id: git2::Oid) -> Result<(), SourceError> {
+    /// Adds a blob; one of a chart or kustomization (`in_unit`) is always read.
+    fn add(&mut self, repo: &Repository, rel: &str, id: git2::Oid, in_unit: bool) -> Result<(), SourceError> {
         let hex = id.to_string();
-        if let Some(size) = self.cache.size(rel, &hex) {
+        if let Some(size) = self.cache.size(rel, &hex).filter(|_| !in_unit) {
             self.collector.admit(rel, size as u64)?;
         } else {
             let blob = repo.find_blob(id).map_err(git(format!("cannot read {rel}")))?;
@@ -96,8 +97,10 @@ impl Blobs<'_, '_> {
 /// Walks the tree depth-first with an explicit stack (no recursion: a hostile tree of
 /// 10,000 nested directories must not overflow the Git thread's stack).
 fn walk(repo: &Repository, root: &Tree<'_>, out: &mut Blobs<'_, '_>) -> Result<(), SourceError> {
-    let mut pending: Vec<(Tree<'_>, String, usize)> = vec![(root.clone(), String::new(), 0)];
-    while let Some((tree, prefix, depth)) = pending.pop() {
+    let mut pending: Vec<(Tree<'_>, String, usize, bool)> = vec![(root.clone(), String::new(), 0, false)];
+    while let Some((tree, prefix, depth, in_unit)) = pending.pop() {
+        let names = tree.iter().map(|e| String::from_utf8_lossy(e.name_bytes()).into_owned()).collect::<Vec<_>>();
+        let in_unit = in_unit || flotilla_core::sources::is_unit_dir(names.iter().map(String::as_str));
         for entry in tree.iter() {
             let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
             let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
@@ -111,13 +114,15 @@ fn walk(repo: &Repository, root: &Tree<'_>, out: &mut Blobs<'_, '_>) -> Result<(
                         .to_object(repo)
                         .and_then(|o| o.peel_to_tree())
                         .map_err(git(format!("cannot read {rel}")))?;
-                    pending.push((sub, rel, depth + 1));
+                    pending.push((sub, rel, depth + 1, in_unit));
                 }
                 Some(ObjectType::Blob) if entry.filemode() == SYMLINK_MODE => {
                     let blob = repo.find_blob(entry.id()).map_err(git(format!("cannot read {rel}")))?;
-                    read_link(repo, root, &rel, blob.content(), out)?;
+                    read_link(repo, root, (&rel, in_unit), blob.content(), out)?;
                 }
-                Some(ObjectType::Blob) if RepoFiles::is_manifest_path(&rel) => out.add(repo, &rel, entry.id())?,
+                Some(ObjectType::Blob) if in_unit || RepoFiles::is_manifest_path(&rel) => {
+                    out.add(repo, &rel, entry.id(), in_unit)?
+                }
                 _ => {}
             }
         }
@@ -130,7 +135,7 @@ fn walk(repo: &Repository, root: &Tree<'_>, out: &mut Blobs<'_, '_>) -> Result<(
 fn read_link(
     repo: &Repository,
     root: &Tree<'_>,
-    rel: &str,
+    (rel, in_unit): (&str, bool),
     target: &[u8],
     out: &mut Blobs<'_, '_>,
 ) -> Result<(), SourceError> {
@@ -138,8 +143,11 @@ fn read_link(
     let target = std::str::from_utf8(target).map_err(|_| escaping())?;
     let resolved = resolve_link(rel, target)?;
     let entry = root.get_path(Path::new(&resolved)).map_err(|_| escaping())?;
-    if entry.kind() == Some(ObjectType::Blob) && entry.filemode() != SYMLINK_MODE && RepoFiles::is_manifest_path(rel) {
-        out.add(repo, rel, entry.id())?;
+    if entry.kind() == Some(ObjectType::Blob)
+        && entry.filemode() != SYMLINK_MODE
+        && (in_unit || RepoFiles::is_manifest_path(rel))
+    {
+        out.add(repo, rel, entry.id(), in_unit)?;
     }
     Ok(())
 }

@@ -29,10 +29,12 @@ fn walk(root: &Path, out: &mut Collector<'_>) -> Result<(), SourceError> {
         let path = path.to_path_buf();
         move |source| SourceError::Io { path, source }
     };
-    let mut pending = vec![(root.to_path_buf(), String::new(), 0)];
-    while let Some((dir, prefix, depth)) = pending.pop() {
+    let mut pending = vec![(root.to_path_buf(), String::new(), 0, false)];
+    while let Some((dir, prefix, depth, in_unit)) = pending.pop() {
         let mut entries: Vec<_> = fs::read_dir(&dir).map_err(io(&dir))?.collect::<Result<_, _>>().map_err(io(&dir))?;
         entries.sort_by_key(|e| e.file_name());
+        let names: Vec<String> = entries.iter().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let in_unit = in_unit || flotilla_core::sources::is_unit_dir(names.iter().map(String::as_str));
         for entry in entries {
             let name = entry.file_name().to_string_lossy().into_owned();
             let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
@@ -43,13 +45,13 @@ fn walk(root: &Path, out: &mut Collector<'_>) -> Result<(), SourceError> {
             let path = entry.path();
             let meta = fs::symlink_metadata(&path).map_err(io(&path))?;
             if meta.is_symlink() {
-                read_link(root, &path, &rel, out)?;
+                read_link(root, &path, &rel, in_unit, out)?;
             } else if meta.is_dir() {
                 if depth + 1 > MAX_DIR_DEPTH {
                     return Err(SourceError::TooDeep { path: rel });
                 }
-                pending.push((path, rel, depth + 1));
-            } else if meta.is_file() && RepoFiles::is_manifest_path(&rel) {
+                pending.push((path, rel, depth + 1, in_unit));
+            } else if meta.is_file() && (in_unit || RepoFiles::is_manifest_path(&rel)) {
                 out.admit(&rel, meta.len())?;
                 out.add(rel, fs::read(&path).map_err(io(&path))?);
             }
@@ -61,7 +63,7 @@ fn walk(root: &Path, out: &mut Collector<'_>) -> Result<(), SourceError> {
 /// A symlink must resolve, lexically and on disk, to something inside the root. Links
 /// to files are read under the link's name; links to directories are not followed
 /// (no loops), but their target was still checked.
-fn read_link(root: &Path, path: &Path, rel: &str, out: &mut Collector<'_>) -> Result<(), SourceError> {
+fn read_link(root: &Path, path: &Path, rel: &str, in_unit: bool, out: &mut Collector<'_>) -> Result<(), SourceError> {
     let escaping = || SourceError::EscapingSymlink { path: rel.into() };
     let target = fs::read_link(path).map_err(|_| escaping())?;
     resolve_link(rel, &target.to_string_lossy())?;
@@ -70,7 +72,7 @@ fn read_link(root: &Path, path: &Path, rel: &str, out: &mut Collector<'_>) -> Re
         return Err(escaping());
     }
     let meta = fs::metadata(&resolved).map_err(|_| escaping())?;
-    if meta.is_file() && RepoFiles::is_manifest_path(rel) {
+    if meta.is_file() && (in_unit || RepoFiles::is_manifest_path(rel)) {
         out.admit(rel, meta.len())?;
         let bytes = fs::read(&resolved).map_err(|source| SourceError::Io { path: path.to_path_buf(), source })?;
         out.add(rel.to_owned(), bytes);

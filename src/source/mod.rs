@@ -1,9 +1,15 @@
 //! Reading a repo into memory ([`RepoFiles`]), confined to the repo root: a symlink that
 //! leaves it refuses the whole repo, as Argo CD does after its symlink CVEs, and every
 //! file and the total are size-limited before they are read. A working directory is
-//! read here ([`read_dir`]); a Git revision by `crate::git`, with the same rules.
+//! read here ([`read_dir`]); a Git revision by `crate::git`, with the same rules. Under a
+//! chart or kustomization directory every file is read, whatever its name: the tools
+//! need them all. [`load`] renders those with the real tools and loads the revision.
 
 mod dir;
+mod expand;
+mod tool;
+
+pub use expand::load;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,138 @@
+//! Running a renderer (helm, kustomize) as a child process that can hold nothing of
+//! ours: a cleared environment (no credentials, proxies or kubeconfig), a scratch HOME,
+//! a time limit and an output limit. Found by `FLOTILLA_<TOOL>`, then `PATH`, then the
+//! directory hack/build-tools.sh builds into; missing, it is named with how to get it.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How long one render may take.
+pub const TIME_LIMIT: Duration = Duration::from_secs(60);
+/// How much one render may print (the repository's limit for one file).
+pub const OUTPUT_LIMIT: usize = 16 << 20;
+/// How much of a failing tool's message is kept.
+const MESSAGE_LIMIT: usize = 4 << 10;
+
+/// A tool found on this machine, with its version (part of every cache key).
+#[derive(Debug, Clone)]
+pub struct Tool {
+    /// Its command name.
+    pub name: &'static str,
+    /// The executable.
+    pub path: PathBuf,
+    /// What `version` printed.
+    pub version: String,
+}
+
+/// `name` (helm or kustomize), found once per process.
+pub fn find(name: &'static str) -> anyhow::Result<Tool> {
+    static HELM: OnceLock<Result<Tool, String>> = OnceLock::new();
+    static KUSTOMIZE: OnceLock<Result<Tool, String>> = OnceLock::new();
+    let cell = if name == "helm" { &HELM } else { &KUSTOMIZE };
+    cell.get_or_init(|| locate(name)).clone().map_err(anyhow::Error::msg)
+}
+
+fn locate(name: &'static str) -> Result<Tool, String> {
+    let variable = format!("FLOTILLA_{}", name.to_uppercase());
+    let built = std::env::var_os("FLOTILLA_TOOLS_BIN").map(PathBuf::from).or_else(|| {
+        std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .map(|c| c.join("flotilla/bin"))
+    });
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    let candidates = std::env::var_os(&variable)
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(std::env::split_paths(&path_var).map(|d| d.join(name)))
+        .chain(built.map(|d| d.join(name)));
+    let how = match name {
+        "helm" => "helm v4 (hack/build-tools.sh builds it from helm.sh/helm/v4; the container image has it)",
+        _ => {
+            "kustomize v5 (hack/build-tools.sh builds it from sigs.k8s.io/kustomize/kustomize/v5; the container image has it)"
+        }
+    };
+    let Some(path) = candidates.into_iter().find(|p| p.is_file()) else {
+        return Err(format!(
+            "{name} is needed to render this repository and was not found: install {how}, put it on PATH or set {variable}"
+        ));
+    };
+    let args: &[&str] = if name == "helm" { &["version", "--short"] } else { &["version"] };
+    let home = tempfile::tempdir().map_err(|e| format!("cannot make a scratch directory for {name}: {e}"))?;
+    let ran = run(&path, args, home.path(), home.path(), &[])
+        .map_err(|e| format!("{name} at {} does not run: {e}", path.display()))?;
+    Ok(Tool { name, path, version: String::from_utf8_lossy(&ran).trim().to_owned() })
+}
+
+/// Runs `program args` in `dir` with only `env` and a scratch HOME under `scratch`;
+/// its standard output, or why it failed (the tool's own message, cut short and with
+/// control characters made visible: it may quote the repository).
+pub fn run(
+    program: &Path,
+    args: &[&str],
+    dir: &Path,
+    scratch: &Path,
+    env: &[(&str, &Path)],
+) -> Result<Vec<u8>, String> {
+    let mut command = Command::new(program);
+    command.args(args).current_dir(dir).env_clear().env("HOME", scratch).env("TMPDIR", scratch);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    let (stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    let out = std::thread::spawn(move || read_limited(stdout, OUTPUT_LIMIT));
+    let err = std::thread::spawn(move || read_limited(stderr, MESSAGE_LIMIT));
+    let deadline = Instant::now() + TIME_LIMIT;
+    let status = loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(status) => break status,
+            None if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("took longer than {} s and was stopped", TIME_LIMIT.as_secs()));
+            }
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    let (out, over) = out.join().map_err(|_| "its output could not be read".to_string())?;
+    let (message, _) = err.join().map_err(|_| "its messages could not be read".to_string())?;
+    if over {
+        return Err(format!("printed more than {OUTPUT_LIMIT} bytes"));
+    }
+    if !status.success() {
+        let message = String::from_utf8_lossy(&message);
+        return Err(format!("{status}: {}", flotilla_core::escape::visible(message.trim())));
+    }
+    Ok(out)
+}
+
+/// Up to `limit` bytes of `reader`, and whether there were more (then the rest is
+/// drained, so the child is not blocked on a full pipe).
+fn read_limited(mut reader: impl Read, limit: usize) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 64 << 10];
+    let mut over = false;
+    while let Ok(n) = reader.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        if out.len() + n > limit {
+            over = true;
+            out.extend_from_slice(&chunk[..limit - out.len()]);
+            continue;
+        }
+        if !over {
+            out.extend_from_slice(&chunk[..n]);
+        }
+    }
+    (out, over)
+}
