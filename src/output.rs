@@ -20,6 +20,30 @@ pub fn write_yaml(view: &PlanView<'_>, out: &mut dyn Write) -> anyhow::Result<()
     Ok(())
 }
 
+/// The resource templates as loaded: a YAML stream, each document headed by the file
+/// it comes from (a chart's or kustomization's output file names it), or a JSON array.
+pub fn write_templates(
+    templates: &[std::sync::Arc<flotilla_core::model::Template>],
+    format: crate::cli::Format,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    match format {
+        crate::cli::Format::Json => {
+            let objects: Vec<Value> = templates.iter().map(|t| t.object()).collect();
+            serde_json::to_writer(&mut *out, &objects).context("cannot write the templates")?;
+            writeln!(out)?;
+        }
+        crate::cli::Format::Yaml => {
+            for template in templates {
+                let source = template.origin.to_string();
+                let source = flotilla_core::escape::visible(&source);
+                write!(out, "---\n# source: {source}\n{}", to_yaml(&template.object())?)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A comment line for an object its policy holds back (`suspension.dispatching`, or
 /// `dispatchingOnClusters` naming this cluster): rendered, and not applied.
 fn suspended(item: &flotilla_core::model::plan::Rendered) -> &'static str {

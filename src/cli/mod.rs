@@ -237,6 +237,10 @@ pub struct RenderArgs {
     /// or HEAD when rendering the working tree).
     #[arg(long, value_name = "REV", requires = "wave")]
     pub from: Option<String>,
+    /// Print the resource templates as loaded, before placement (plain manifests and what
+    /// every chart and kustomization renders), each with the file it comes from.
+    #[arg(long, conflicts_with_all = ["wave", "simulate_failure", "out_dir", "clusters"])]
+    pub templates: bool,
 }
 
 /// `flotilla diff`.

@@ -19,6 +19,10 @@ pub fn render(args: RenderArgs) -> anyhow::Result<Outcome> {
         }
         None => (plan(&args.source)?, None),
     };
+    if args.templates {
+        output::write_templates(&plan.loaded.templates, args.format, &mut std::io::stdout().lock())?;
+        return Ok(report(&plan));
+    }
     super::require_declared(args.clusters.iter().chain(&args.simulate_failure), &[&plan])?;
     if !args.simulate_failure.is_empty() {
         plan = simulate(&args, plan)?;
