@@ -3,7 +3,7 @@
 //! is rendered from which files is decided purely (`flotilla_core::sources`); here each
 //! job runs in a scratch copy of exactly its input files (nothing else of the machine or
 //! the repository is there to read), and its output is kept by a key over the tool's
-//! version, the job and every input byte: an unchanged chart is not rendered again, in
+//! build, the job and every input byte: an unchanged chart is not rendered again, in
 //! this process or (through the cache directory) the next one.
 
 use std::collections::{BTreeMap, HashMap};
@@ -127,12 +127,12 @@ fn parallel<T: Sync, R: Send>(items: &[T], run: impl Fn(&T) -> R + Sync) -> Vec<
     })
 }
 
-/// The output's key: the tool and its version, the job, and every input's path and
+/// The output's key: the tool and its build, the job, and every input's path and
 /// bytes (or Git blob id).
 fn key(files: &RepoFiles, expansion: &Expansion) -> anyhow::Result<String> {
     let tool = tool::find(expansion.job.tool())?;
     let mut hash = Sha256::new();
-    hash.update(format!("flotilla-source-v1\0{}\0{}\0{:?}\0", tool.name, tool.version, expansion.job));
+    hash.update(format!("flotilla-source-v1\0{}\0{}\0{:?}\0", tool.name, tool.identity, expansion.job));
     for path in &expansion.inputs {
         hash.update(path.as_bytes());
         match (files.files.get(path), files.ids.get(path)) {

@@ -16,15 +16,17 @@ pub const OUTPUT_LIMIT: usize = 16 << 20;
 /// How much of a failing tool's message is kept.
 const MESSAGE_LIMIT: usize = 4 << 10;
 
-/// A tool found on this machine, with its version (part of every cache key).
+/// A tool found on this machine, with what identifies its build (part of every cache
+/// key).
 #[derive(Debug, Clone)]
 pub struct Tool {
     /// Its command name.
     pub name: &'static str,
     /// The executable.
     pub path: PathBuf,
-    /// What `version` printed.
-    pub version: String,
+    /// Its canonical path, size and modification time: a different build is a different
+    /// key, without running the tool (a render whose outputs are all kept runs nothing).
+    pub identity: String,
 }
 
 /// `name` (helm or kustomize), found once per process.
@@ -60,11 +62,11 @@ fn locate(name: &'static str) -> Result<Tool, String> {
             "{name} is needed to render this repository and was not found: install {how}, put it on PATH or set {variable}"
         ));
     };
-    let args: &[&str] = if name == "helm" { &["version", "--short"] } else { &["version"] };
-    let home = tempfile::tempdir().map_err(|e| format!("cannot make a scratch directory for {name}: {e}"))?;
-    let ran = run(&path, args, home.path(), home.path(), &[])
-        .map_err(|e| format!("{name} at {} does not run: {e}", path.display()))?;
-    Ok(Tool { name, path, version: String::from_utf8_lossy(&ran).trim().to_owned() })
+    let path = path.canonicalize().map_err(|e| format!("{name} at {}: {e}", path.display()))?;
+    let meta = path.metadata().map_err(|e| format!("{name} at {}: {e}", path.display()))?;
+    let modified = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).unwrap_or_default();
+    let identity = format!("{} {} {}", path.display(), meta.len(), modified.as_nanos());
+    Ok(Tool { name, path, identity })
 }
 
 /// Runs `program args` in `dir` with only `env` and a scratch HOME under `scratch`;
