@@ -56,14 +56,15 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 """
-templates = {
-"deployment.yaml": """apiVersion: apps/v1
-kind: Deployment
-metadata:
+META = """metadata:
   name: {{ .Release.Name }}
   namespace: {{ .Release.Namespace }}
   labels: {{- include "app.labels" . | nindent 4 }}
-spec:
+"""
+templates = {
+"deployment.yaml": """apiVersion: apps/v1
+kind: Deployment
+""" + META + """spec:
   replicas: {{ .Values.replicas }}
   selector:
     matchLabels: {{- include "app.selector" . | nindent 6 }}
@@ -83,39 +84,23 @@ spec:
 """,
 "service.yaml": """apiVersion: v1
 kind: Service
-metadata:
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
-  labels: {{- include "app.labels" . | nindent 4 }}
-spec:
+""" + META + """spec:
   selector: {{- include "app.selector" . | nindent 4 }}
   ports: [{port: 80, targetPort: http}]
 """,
 "configmap.yaml": """apiVersion: v1
 kind: ConfigMap
-metadata:
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
-  labels: {{- include "app.labels" . | nindent 4 }}
-data:
+""" + META + """data:
 {{- range $k, $v := .Values.settings }}
   {{ $k }}: {{ $v | quote }}
 {{- end }}
 """,
 "serviceaccount.yaml": """apiVersion: v1
 kind: ServiceAccount
-metadata:
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
-  labels: {{- include "app.labels" . | nindent 4 }}
-""",
+""" + META + """""",
 "hpa.yaml": """apiVersion: autoscaling/v2
 kind: HorizontalPodAutoscaler
-metadata:
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
-  labels: {{- include "app.labels" . | nindent 4 }}
-spec:
+""" + META + """spec:
   scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: {{ .Release.Name }}}
   minReplicas: {{ .Values.replicas }}
   maxReplicas: {{ mul .Values.replicas 4 }}
@@ -123,11 +108,7 @@ spec:
 """,
 "pdb.yaml": """apiVersion: policy/v1
 kind: PodDisruptionBudget
-metadata:
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
-  labels: {{- include "app.labels" . | nindent 4 }}
-spec:
+""" + META + """spec:
   maxUnavailable: 1
   selector:
     matchLabels: {{- include "app.selector" . | nindent 6 }}
