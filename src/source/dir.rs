@@ -19,7 +19,7 @@ pub fn read(root: &Path, limits: &Limits) -> Result<RepoFiles, SourceError> {
     let mut collector = Collector::new(limits);
     walk(&canonical, &mut collector)?;
     let mut files = collector.files;
-    files.revision = digest(&files);
+    files.revision = digest(&mut files);
     Ok(files)
 }
 
@@ -80,11 +80,14 @@ fn read_link(root: &Path, path: &Path, rel: &str, in_unit: bool, out: &mut Colle
     Ok(())
 }
 
-fn digest(files: &RepoFiles) -> String {
+/// The revision's digest; every file gets its Git blob id as its content id, as a Git
+/// revision's files do (so a parse cache holds them by content).
+fn digest(files: &mut RepoFiles) -> String {
     let mut listing = Vec::new();
     for (path, bytes) in &files.files {
         let oid = git2::Oid::hash_object(git2::ObjectType::Blob, bytes).expect("hashing in memory cannot fail");
         listing.extend_from_slice(format!("{path}\0{oid}\n").as_bytes());
+        files.ids.insert(path.clone(), oid.to_string());
     }
     let oid = git2::Oid::hash_object(git2::ObjectType::Blob, &listing).expect("hashing in memory cannot fail");
     format!("dir-{oid}")

@@ -57,7 +57,9 @@ impl Held {
 }
 
 /// Loads `files`: rendering its charts and kustomizations first when it has any, and
-/// every file's documents through `parse`.
+/// every file's documents through `parse`. While the tools run, the loose manifests and
+/// the outputs already kept are parsed, so a one-chart change costs about one tool run
+/// more than an unchanged revision, not one tool run plus the whole parse.
 pub fn load(files: &RepoFiles, parse: &mut ParseCache, limits: &Limits) -> anyhow::Result<Loaded> {
     let units = sources::units(files, limits)?;
     let charts = sources::declared_charts(files, &units, parse, limits);
@@ -65,8 +67,31 @@ pub fn load(files: &RepoFiles, parse: &mut ParseCache, limits: &Limits) -> anyho
         return Ok(load_cached(files, parse, limits)?);
     }
     let expansions = sources::expansions(files, &units, &charts)?;
-    let rendered = render_all(files, &expansions)?;
-    let assembled = sources::assemble(files.clone(), &units, &charts, rendered);
+    let keyed: Vec<(&Expansion, String)> =
+        expansions.iter().map(|e| Ok((e, key(files, e)?))).collect::<anyhow::Result<_>>()?;
+    let outputs = kept(&keyed);
+    let missing: Vec<&(&Expansion, String)> =
+        keyed.iter().filter(|(_, key)| !outputs.contains_key(key.as_str())).collect();
+    let mut known = output_files(&keyed, &outputs);
+    if !missing.is_empty() {
+        let rendered = std::thread::scope(|scope| {
+            let running = scope.spawn(|| parallel(&missing, |(expansion, key)| render_kept(files, expansion, key)));
+            let loose = files.files.iter().filter(|(path, _)| sources::is_loose(&units, &charts, path));
+            let ahead =
+                loose.filter_map(|(path, bytes)| Some((path.as_str(), files.ids.get(path)?.as_str(), &bytes[..])));
+            parse.prefill(
+                ahead.chain(known.iter().map(|(p, id, text)| (p.as_str(), id.as_str(), text.as_bytes()))),
+                limits,
+            );
+            running.join().expect("a render thread panicked")
+        });
+        let mut fresh = HashMap::with_capacity(missing.len());
+        for ((_, key), result) in missing.iter().zip(rendered) {
+            fresh.insert(key.as_str(), result?);
+        }
+        known.extend(output_files(&keyed, &fresh));
+    }
+    let assembled = sources::assemble(files.clone(), &units, &charts, known);
     let loaded = load_cached(&assembled, parse, limits)?;
     if let Some(nested) = loaded.helm_charts.iter().find(|c| sources::is_output(&c.origin.file)) {
         anyhow::bail!("{}: a HelmChart may not come out of a chart or kustomization", nested.origin);
@@ -74,45 +99,42 @@ pub fn load(files: &RepoFiles, parse: &mut ParseCache, limits: &Limits) -> anyho
     Ok(loaded)
 }
 
-/// Every expansion's output files (path, id, text), rendered where no output is held
-/// for its key.
-fn render_all(files: &RepoFiles, expansions: &[Expansion]) -> anyhow::Result<Vec<(String, String, String)>> {
-    let keyed: Vec<(&Expansion, String)> =
-        expansions.iter().map(|e| Ok((e, key(files, e)?))).collect::<anyhow::Result<_>>()?;
-    let mut outputs: HashMap<&str, Arc<str>> = HashMap::with_capacity(keyed.len());
-    {
-        let mut held = HELD.lock().expect("held outputs lock");
-        for (_, key) in &keyed {
-            if let Some(output) = held.get(key) {
-                outputs.insert(key, output);
-            }
+/// The outputs kept for these keys, in this process or in the cache directory.
+fn kept<'a>(keyed: &'a [(&Expansion, String)]) -> HashMap<&'a str, Arc<str>> {
+    let mut outputs = HashMap::with_capacity(keyed.len());
+    let mut held = HELD.lock().expect("held outputs lock");
+    for (_, key) in keyed {
+        let output = held.get(key).or_else(|| {
+            let output: Arc<str> = Arc::from(read_cached(key)?);
+            held.insert(key.clone(), output.clone());
+            Some(output)
+        });
+        if let Some(output) = output {
+            outputs.insert(key.as_str(), output);
         }
     }
-    let missing: Vec<&(&Expansion, String)> =
-        keyed.iter().filter(|(_, key)| !outputs.contains_key(key.as_str())).collect();
-    let results: Vec<anyhow::Result<Arc<str>>> = parallel(&missing, |(expansion, key)| {
-        let output = match read_cached(key) {
-            Some(output) => output,
-            None => {
-                let output = render(files, expansion)
-                    .with_context(|| format!("{} ({}) does not render", expansion.name, expansion.origin))?;
-                write_cached(key, &output);
-                output
-            }
-        };
-        Ok(Arc::from(output))
-    });
-    for ((_, key), result) in missing.iter().zip(results) {
-        let output = result?;
-        HELD.lock().expect("held outputs lock").insert(key.clone(), output.clone());
-        outputs.insert(key, output);
-    }
+    outputs
+}
+
+/// Renders one expansion and keeps its output under `key`.
+fn render_kept(files: &RepoFiles, expansion: &Expansion, key: &str) -> anyhow::Result<Arc<str>> {
+    let output = render(files, expansion)
+        .with_context(|| format!("{} ({}) does not render", expansion.name, expansion.origin))?;
+    write_cached(key, &output);
+    let output: Arc<str> = Arc::from(output);
+    HELD.lock().expect("held outputs lock").insert(key.to_owned(), output.clone());
+    Ok(output)
+}
+
+/// The output files (path, id, text) of every expansion whose output is in `outputs`,
+/// in expansion order; each file's id is its expansion's key.
+fn output_files(keyed: &[(&Expansion, String)], outputs: &HashMap<&str, Arc<str>>) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
-    for (expansion, key) in &keyed {
-        let output = &outputs[key.as_str()];
+    for (expansion, key) in keyed {
+        let Some(output) = outputs.get(key.as_str()) else { continue };
         out.extend(sources::output_files(expansion, output).into_iter().map(|(path, text)| (path, key.clone(), text)));
     }
-    Ok(out)
+    out
 }
 
 /// `run` over `items` on every core, results in order.

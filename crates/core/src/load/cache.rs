@@ -134,6 +134,29 @@ impl ParseCache {
         Some(charts.collect())
     }
 
+    /// Parses `files` (path, content id, bytes) that are not held yet and holds them for
+    /// the next [`load_cached`]: work that can run while something else does (a tool
+    /// rendering the rest of the revision). What that load does not use is dropped by it
+    /// as usual; a file that does not parse is left for it to report, with its origin.
+    pub fn prefill<'a>(&mut self, files: impl IntoIterator<Item = (&'a str, &'a str, &'a [u8])>, limits: &Limits) {
+        let todo: Vec<(&str, &str, &[u8])> = files
+            .into_iter()
+            .filter(|(path, id, bytes)| {
+                RepoFiles::is_manifest_path(path)
+                    && bytes.len() <= limits.max_file_bytes
+                    && !self.files.contains_key(&((*path).to_owned(), (*id).to_owned()))
+            })
+            .collect();
+        let spent = std::sync::atomic::AtomicUsize::new(0);
+        let parsed: Vec<Option<CachedFile>> =
+            todo.par_iter().map(|(path, _, bytes)| parse_file(path, bytes, limits, &spent)).collect();
+        for ((path, id, _), file) in todo.into_iter().zip(parsed) {
+            if let Some(file) = file {
+                self.files.insert((path.to_owned(), id.to_owned()), file);
+            }
+        }
+    }
+
     /// Files held.
     pub fn len(&self) -> usize {
         self.files.len()
@@ -244,6 +267,23 @@ where
         nodes += counted;
     }
     Ok(CachedFile { size, nodes, documents, keyed: None })
+}
+
+/// Every document of one file, or nothing if any of them fails (the load that reads it
+/// again reports why).
+fn parse_file(path: &str, bytes: &[u8], limits: &Limits, spent: &std::sync::atomic::AtomicUsize) -> Option<CachedFile> {
+    let chunks = split(std::str::from_utf8(bytes).ok()?);
+    if chunks.len() > limits.max_documents_per_file {
+        return None;
+    }
+    let shared: Arc<str> = Arc::from(path);
+    let (mut documents, mut nodes) = (Vec::new(), 0);
+    for chunk in &chunks {
+        let (objects, counted) = parse_document(&shared, chunk, limits, spent).ok()?;
+        documents.extend(objects);
+        nodes += counted;
+    }
+    Some(CachedFile { size: bytes.len(), nodes, documents, keyed: None })
 }
 
 /// The keyed templates of one file, each followed by what it derives.

@@ -467,6 +467,28 @@ mod tests {
     }
 
     #[test]
+    fn a_prefilled_cache_loads_as_an_uncached_load_and_drops_what_the_load_did_not_use() {
+        let (a, b, broken) = (doc("ConfigMap", "a"), doc("ConfigMap", "b"), "kind: [".to_owned());
+        let limits = Limits::default();
+        let mut cache = ParseCache::default();
+        let ahead = [("a.yaml", "id-a", a.as_bytes()), ("other.yaml", "id-o", b.as_bytes())];
+        cache.prefill(ahead.iter().copied().chain([("bad.yaml", "id-x", broken.as_bytes())]), &limits);
+        assert_eq!(cache.len(), 2, "the file that does not parse is left to the load");
+        let files = revision(&[("a.yaml", "id-a", &a), ("b.yaml", "id-b", &b)], &["a.yaml"]);
+        let cached = load_cached(&files, &mut cache, &limits).unwrap();
+        let full = load(&revision(&[("a.yaml", "id-a", &a), ("b.yaml", "id-b", &b)], &[]), &limits).unwrap();
+        assert_eq!(keys(&cached), keys(&full));
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.size("other.yaml", "id-o"), None, "a prefilled file this revision did not hold is dropped");
+        // A broken file prefilled nowhere still fails the load with its origin.
+        let mut cache = ParseCache::default();
+        cache.prefill([("bad.yaml", "id-x", broken.as_bytes())], &limits);
+        let failed = load_cached(&revision(&[("bad.yaml", "id-x", &broken)], &[]), &mut cache, &limits);
+        let plain = load(&revision(&[("bad.yaml", "id-x", &broken)], &[]), &limits);
+        assert_eq!(failed.unwrap_err().to_string(), plain.unwrap_err().to_string());
+    }
+
+    #[test]
     fn cached_templates_are_rescoped_when_a_crd_changes_scope() {
         let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n";
         let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  group: example.com\n  scope: Cluster\n  names: {kind: Widget, plural: widgets}\n";

@@ -323,6 +323,12 @@ pub fn output_files(expansion: &Expansion, output: &str) -> BTreeMap<String, Str
     files
 }
 
+/// Whether `path` is one of the revision's loose files, loaded as it is: not a file of a
+/// chart or kustomization, nor a values file a HelmChart names.
+pub fn is_loose(units: &Units, charts: &[HelmChart], path: &str) -> bool {
+    !units.owns(path) && !charts.iter().any(|c| c.spec.values_files.iter().any(|v| v == path))
+}
+
 /// The revision to load: its loose manifests (every unit's files and every values file
 /// left out) and the tools' output files, each with its content id `id` (so a parse
 /// cache keeps them across revisions).
@@ -332,10 +338,8 @@ pub fn assemble(
     charts: &[HelmChart],
     outputs: impl IntoIterator<Item = (String, String, String)>,
 ) -> RepoFiles {
-    let values: BTreeSet<&String> = charts.iter().flat_map(|c| &c.spec.values_files).collect();
-    let keep = |path: &String| !units.owns(path) && !values.contains(path);
-    files.files.retain(|path, _| keep(path));
-    files.ids.retain(|path, _| keep(path));
+    files.files.retain(|path, _| is_loose(units, charts, path));
+    files.ids.retain(|path, _| is_loose(units, charts, path));
     for (path, id, text) in outputs {
         files.ids.insert(path.clone(), id);
         files.files.insert(path, text.into_bytes());
