@@ -219,11 +219,27 @@ fn parse_options(limits: &Limits) -> serde_saphyr::Options {
 }
 
 fn parse_error(file: &str, chunk: &Chunk<'_>, err: &serde_saphyr::Error) -> LoadError {
+    yaml_error(file, chunk.document, chunk.line, err)
+}
+
+/// Why the YAML of document `document` (starting at line `first_line` of `file`) does
+/// not parse. A duplicate key is named, with its own line: kubectl refuses such a file
+/// too, and Kubernetes would keep only one of the two values.
+pub(crate) fn yaml_error(file: &str, document: usize, first_line: usize, err: &serde_saphyr::Error) -> LoadError {
+    if let serde_saphyr::Error::DuplicateMappingKey { key, location } = err {
+        let line = first_line + (location.line() as usize).saturating_sub(1);
+        let key: String = key.as_deref().map(crate::escape::visible).unwrap_or_default().chars().take(80).collect();
+        let named = if key.is_empty() { "a key".to_owned() } else { format!("the key `{key}`") };
+        return LoadError::Invalid {
+            origin: Origin { file: Arc::from(file), document, line },
+            message: format!("{named} appears twice in one mapping; keep one"),
+        };
+    }
     let options = serde_saphyr::render_options! {
-        line_offset: (chunk.line - 1) as u64,
+        line_offset: (first_line - 1) as u64,
         snippets: serde_saphyr::SnippetMode::Off,
     };
-    LoadError::Parse { file: file.to_owned(), document: chunk.document, message: err.render_with_options(options) }
+    LoadError::Parse { file: file.to_owned(), document, message: err.render_with_options(options) }
 }
 
 fn parse_as<T: DeserializeOwned>(file: &str, chunk: &Chunk<'_>, limits: &Limits) -> Result<T, LoadError> {
@@ -486,6 +502,22 @@ mod tests {
         let failed = load_cached(&revision(&[("bad.yaml", "id-x", &broken)], &[]), &mut cache, &limits);
         let plain = load(&revision(&[("bad.yaml", "id-x", &broken)], &[]), &limits);
         assert_eq!(failed.unwrap_err().to_string(), plain.unwrap_err().to_string());
+    }
+
+    #[test]
+    fn a_duplicate_key_is_named_with_its_own_line() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\n\
+                    metadata:\n  name: b\n  labels:\n    team: x\n    team: y\ndata: {}\n";
+        let files = revision(&[("cm.yaml", "id", text)], &[]);
+        let err = load(&files, &Limits::default()).unwrap_err().to_string();
+        assert_eq!(err, "cm.yaml: document 2 (line 11): the key `team` appears twice in one mapping; keep one");
+        assert!(!err.contains("DuplicateKeyPolicy"));
+        // Control characters in the key are shown, not sent to the terminal.
+        let hostile =
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  \"k\\e[31m\": 1\n  \"k\\e[31m\": 2\n";
+        let err = load(&revision(&[("cm.yaml", "id", hostile)], &[]), &Limits::default()).unwrap_err().to_string();
+        assert!(err.starts_with("cm.yaml: document 1 (line 6): the key `k"), "{err}");
+        assert!(!err.contains('\u{1b}'), "{err:?}");
     }
 
     #[test]

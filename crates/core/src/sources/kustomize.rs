@@ -29,11 +29,7 @@ pub(super) fn references(file: &str, dir: &str, bytes: &[u8], limits: &Limits) -
     };
     let text =
         std::str::from_utf8(bytes).map_err(|e| LoadError::NotUtf8 { file: file.into(), offset: e.valid_up_to() })?;
-    let value = crate::load::parse_embedded(text, limits).map_err(|e| LoadError::Parse {
-        file: file.into(),
-        document: 1,
-        message: e.to_string(),
-    })?;
+    let value = crate::load::parse_embedded(text, limits).map_err(|e| crate::load::yaml_error(file, 1, 1, &e))?;
     let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).map_or(1, |i| i + 1);
     if !(value.is_object() || value.is_null()) {
         return Err(at(1, "a kustomization must be a mapping".into()));
