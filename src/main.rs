@@ -8,8 +8,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 mod autoscaler;
 mod cli;
 mod clusters;
@@ -37,7 +35,7 @@ mod status;
 mod telemetry;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::from_env();
     telemetry::init(cli.log_format);
     if let Err(e) = git::prepare_network() {
         eprintln!("error: cannot set up Git's networking: {e}");

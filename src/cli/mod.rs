@@ -24,6 +24,21 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The command line of this process. Installed as `kubectl-flotilla` (a kubectl
+    /// plugin: `kubectl flotilla render …`), its help and errors say so.
+    pub fn from_env() -> Self {
+        let argv0 = std::env::args_os().next().map(PathBuf::from);
+        let plugin = argv0.as_deref().and_then(|p| p.file_name()).is_some_and(|n| n == "kubectl-flotilla");
+        let mut command = <Self as clap::CommandFactory>::command();
+        if plugin {
+            command = command.bin_name("kubectl flotilla");
+        }
+        let matches = command.get_matches();
+        <Self as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
 /// Log formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -53,6 +68,16 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Rollouts in waves (RolloutPolicy): where each stands; pause, resume, abort.
     Rollout(RolloutArgs),
+    /// A shell completion script on stdout (`source <(flotilla completion bash)`).
+    Completion(CompletionArgs),
+}
+
+/// `flotilla completion`.
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `flotilla status`.

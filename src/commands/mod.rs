@@ -50,6 +50,11 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Status(args) => status::status(args),
         Command::Run(args) => run::run(*args),
         Command::Rollout(args) => rollout::rollout(args),
+        Command::Completion(args) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(args.shell, &mut command, "flotilla", &mut std::io::stdout());
+            Ok(Outcome::Clean)
+        }
     }
 }
 

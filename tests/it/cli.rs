@@ -86,6 +86,47 @@ fn yaml_1_1_booleans_in_names_get_a_hint() {
 }
 
 #[test]
+fn a_duplicate_key_names_file_document_line_and_key_and_exits_2() {
+    let dir = repo(&[("fleet.yaml", b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n")]);
+    let (code, stdout, stderr) = run(&["render", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.contains("fleet.yaml: document 1 (line 5): the key `name` appears twice in one mapping"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("DuplicateKeyPolicy"), "{stderr}");
+}
+
+#[test]
+fn completion_scripts_cover_every_subcommand_and_unknown_shells_are_usage_errors() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let (code, stdout, stderr) = run(&["completion", shell]);
+        assert_eq!(code, 0, "{shell}: {stderr}");
+        for command in ["render", "validate", "diff", "apply", "get", "status", "run", "rollout", "completion"] {
+            assert!(stdout.contains(command), "{shell} completion lacks {command}");
+        }
+    }
+    let (code, _, stderr) = run(&["completion", "tcsh"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("possible values"), "{stderr}");
+}
+
+#[test]
+fn installed_as_kubectl_flotilla_it_is_a_kubectl_plugin_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("kubectl-flotilla");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_flotilla"), &plugin).unwrap();
+    let out = std::process::Command::new(&plugin).args(["render", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: kubectl flotilla render"));
+    let out = std::process::Command::new(&plugin).args(["render", "examples/repo", "-o", "json"]).output().unwrap();
+    assert!(out.status.success());
+    let (_, plain, _) = run(&["render", "examples/repo", "-o", "json"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), plain);
+}
+
+#[test]
 fn validate_accepts_the_example_repo() {
     let (code, _, stderr) = run(&["validate", "examples/repo"]);
     assert_eq!(code, 0, "{stderr}");
