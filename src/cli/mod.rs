@@ -95,9 +95,25 @@ pub struct StatusArgs {
     /// Kubeconfig with one context per member cluster, named after it.
     #[arg(long, value_name = "FILE", env = "KUBECONFIG", required_unless_present = "controller")]
     pub kubeconfig: Option<PathBuf>,
+    /// Output: a table when unset; `wide` adds columns, `json` and `yaml` give every
+    /// object with its health and status in each member (with --controller, the whole
+    /// `/status`).
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<ListFormat>,
     /// How long a request may take.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub request_timeout: Duration,
+}
+
+/// `-o` of `get` and `status`, as kubectl spells them; a table when unset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    /// The table with more columns.
+    Wide,
+    /// JSON.
+    Json,
+    /// YAML.
+    Yaml,
 }
 
 /// `flotilla get`.
@@ -120,6 +136,12 @@ pub struct GetArgs {
     /// Kubeconfig with one context per member cluster.
     #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
     pub kubeconfig: PathBuf,
+    /// Output: the servers' table when unset; `wide` shows every column they offer,
+    /// `json` and `yaml` a v1 List of the objects, each annotated with its member
+    /// (`resource.karmada.io/cached-from-cluster`, as karmada-search does) and a Secret's
+    /// values masked.
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<ListFormat>,
     #[command(flatten)]
     pub trust: TrustArgs,
     /// How long a request may take.

@@ -76,9 +76,12 @@ async fn resolve(client: &Client, wanted: &str) -> Result<Option<(ApiResource, S
     Ok(found.into_iter().next())
 }
 
-/// Lists one member as a Table. A member that does not serve the kind has no such
-/// objects (`Ok(None)`): CRDs are often placed on some members only.
-pub async fn list(client: &Client, query: &Query) -> Result<Option<Listing>, String> {
+/// The list request for `query` in one member, and whether the kind is namespaced; `None`
+/// when the member does not serve the kind.
+async fn request(
+    client: &Client,
+    query: &Query,
+) -> Result<Option<(http::Request<Vec<u8>>, ApiResource, bool)>, String> {
     let Some((ar, scope)) = resolve(client, &query.kind).await? else { return Ok(None) };
     let api: Api<DynamicObject> = match (&scope, &query.namespace) {
         (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
@@ -88,14 +91,37 @@ pub async fn list(client: &Client, query: &Query) -> Result<Option<Listing>, Str
     if let Some(selector) = &query.selector {
         params = params.labels(selector);
     }
-    let mut request = kube::core::Request::new(api.resource_url()).list(&params).map_err(|e| e.to_string())?;
+    let request = kube::core::Request::new(api.resource_url()).list(&params).map_err(|e| e.to_string())?;
+    Ok(Some((request, ar, scope == Scope::Namespaced)))
+}
+
+/// One member's objects, each with its apiVersion and kind (a list's items lack them).
+/// A member that does not serve the kind has none (`Ok(None)`).
+pub async fn objects(client: &Client, query: &Query) -> Result<Option<Vec<Value>>, String> {
+    let Some((request, ar, _)) = request(client, query).await? else { return Ok(None) };
+    let list: Value = client.request(request).await.map_err(|e| format!("list failed: {e}"))?;
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let typed = items.into_iter().map(|mut item| {
+        if let Some(fields) = item.as_object_mut() {
+            fields.insert("apiVersion".into(), Value::from(ar.api_version.clone()));
+            fields.insert("kind".into(), Value::from(ar.kind.clone()));
+        }
+        item
+    });
+    Ok(Some(typed.collect()))
+}
+
+/// Lists one member as a Table: the columns kubectl shows, or with `wide` every one the
+/// server offers. A member that does not serve the kind has no such objects
+/// (`Ok(None)`): CRDs are often placed on some members only.
+pub async fn list(client: &Client, query: &Query, wide: bool) -> Result<Option<Listing>, String> {
+    let Some((mut request, _, namespaced)) = request(client, query).await? else { return Ok(None) };
     request.headers_mut().insert(ACCEPT, HeaderValue::from_static("application/json;as=Table;v=v1;g=meta.k8s.io"));
     let table: Value = client.request(request).await.map_err(|e| format!("list failed: {e}"))?;
     let definitions = table["columnDefinitions"].as_array().cloned().unwrap_or_default();
     let shown: Vec<usize> =
-        (0..definitions.len()).filter(|&i| definitions[i]["priority"].as_i64().unwrap_or(0) == 0).collect();
+        (0..definitions.len()).filter(|&i| wide || definitions[i]["priority"].as_i64().unwrap_or(0) == 0).collect();
     let columns = shown.iter().map(|&i| definitions[i]["name"].as_str().unwrap_or("").to_uppercase()).collect();
-    let namespaced = scope == Scope::Namespaced;
     let rows = table["rows"]
         .as_array()
         .into_iter()

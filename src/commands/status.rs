@@ -6,13 +6,13 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::{Outcome, plan, report, runtime};
-use crate::cli::{SourceArgs, StatusArgs};
+use crate::cli::{ListFormat, SourceArgs, StatusArgs};
 use crate::clusters;
 use crate::status::{AutoscalerStatus, Status};
 
 pub fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
     if let Some(url) = &args.controller {
-        return controller_status(url, args.request_timeout);
+        return controller_status(url, args.request_timeout, args.output);
     }
     let source = SourceArgs {
         repo: args.repo.clone().expect("clap requires it"),
@@ -33,28 +33,48 @@ pub fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
     }));
     let mut outcome = report(&plan);
     let mut observed = Vec::new();
+    let mut errors = std::collections::BTreeMap::new();
     for (name, result) in names.into_iter().zip(results) {
         match result {
             Ok(o) => observed.push((name, o)),
             Err(e) => {
-                eprintln!("error: {name}: {e}");
+                eprintln!("error: {name}: {}", flotilla_core::escape::visible(&e));
+                errors.insert(name, e);
                 outcome = Outcome::Problems;
             }
         }
     }
-    let (table, healthy) = clusters::status::table(&plan, &observed);
-    print!("{table}");
-    if !healthy {
+    let objects = clusters::status::objects(&plan, &observed);
+    if !objects.iter().all(|o| o.healthy) {
         outcome = Outcome::Problems;
+    }
+    match args.output {
+        None | Some(ListFormat::Wide) => print!("{}", clusters::status::table(&objects, args.output.is_some())),
+        Some(format) => {
+            let report = serde_json::json!({ "revision": plan.revision, "objects": objects, "errors": errors });
+            print!("{}", structured(&report, format)?);
+        }
     }
     Ok(outcome)
 }
 
+/// `value` as `-o json` (indented, one trailing newline) or `-o yaml` print it.
+pub(crate) fn structured(value: &impl serde::Serialize, format: ListFormat) -> anyhow::Result<String> {
+    let value = serde_json::to_value(value)?;
+    Ok(match format {
+        ListFormat::Yaml => flotilla_core::yaml::to_string(&value).context("cannot write YAML")?,
+        _ => serde_json::to_string_pretty(&value)? + "\n",
+    })
+}
+
 /// Prints what a running controller reports at `/status`, read through the same types
 /// that write it; exit 1 unless the newest revision is applied everywhere.
-fn controller_status(url: &str, timeout: Duration) -> anyhow::Result<Outcome> {
+fn controller_status(url: &str, timeout: Duration, output: Option<ListFormat>) -> anyhow::Result<Outcome> {
     let status = fetch(url, timeout)?;
-    print!("{}", show(&status));
+    match output {
+        None | Some(ListFormat::Wide) => print!("{}", show(&status)),
+        Some(format) => print!("{}", structured(&status, format)?),
+    }
     Ok(if status.healthy() { Outcome::Clean } else { Outcome::Problems })
 }
 

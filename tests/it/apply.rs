@@ -644,3 +644,85 @@ async fn a_live_plan_shows_drift_creations_prunes_and_refusals_and_writes_nothin
     assert!(cms.get_opt("three").await.unwrap().is_none());
     assert!(cms.get_opt("two").await.unwrap().is_some());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn get_and_status_speak_kubectl_output_formats_with_secrets_masked() {
+    let members = members();
+    let ns = "e2e-output";
+    let mut docs = vec![fleet(ns, &[("settings", &["member1", "member2"])])];
+    docs.push(format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: token, namespace: {ns}}}\nstringData: {{password: hunter2-e2e}}\n"
+    ));
+    docs.push(format!(
+        "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: token, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: v1, kind: Secret, name: token}}]\n  placement: {{clusterAffinity: {{clusterNames: [member1]}}}}\n"
+    ));
+    let dir = repo(&[("fleet.yaml", docs.join("---\n").as_bytes())]);
+    let (code, stdout, stderr) = apply(members, dir.path(), "output", &[]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
+    let get = |extra: &[&str]| {
+        let mut args = vec!["get", "--kubeconfig", &kubeconfig, "--cluster", "member1", "--cluster", "member2"];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    // wide: every column the server offers (a Service's SELECTOR), narrow: kubectl's.
+    let header =
+        |table: &str| table.lines().next().unwrap_or_default().split_whitespace().map(String::from).collect::<Vec<_>>();
+    assert_eq!(header(&get(&["configmaps", "-n", ns]).1), ["NAME", "CLUSTER", "DATA", "AGE"]);
+    let (code, narrow, _) = get(&["services", "-n", "default"]);
+    assert_eq!(code, 0);
+    let (code, wide, stderr) = get(&["services", "-n", "default", "-o", "wide"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!header(&narrow).contains(&"SELECTOR".to_owned()), "{narrow}");
+    assert!(header(&wide).contains(&"SELECTOR".to_owned()), "{wide}");
+    // json and yaml: one v1 List, each item typed and annotated with its member.
+    let (code, json, stderr) = get(&["configmaps", "-n", ns, "-o", "json", "-l", "flotilla.dev/managed=true"]);
+    assert_eq!(code, 0, "{stderr}");
+    let list: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!((list["apiVersion"].as_str(), list["kind"].as_str()), (Some("v1"), Some("List")));
+    let items: Vec<(String, String, String)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let from = i["metadata"]["annotations"]["resource.karmada.io/cached-from-cluster"].as_str().unwrap();
+            (
+                i["kind"].as_str().unwrap().to_owned(),
+                i["metadata"]["name"].as_str().unwrap().to_owned(),
+                from.to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        items,
+        [("ConfigMap", "settings", "member1"), ("ConfigMap", "settings", "member2")].map(|(k, n, c)| (
+            k.to_owned(),
+            n.to_owned(),
+            c.to_owned()
+        ))
+    );
+    let (code, yaml, _) = get(&["secrets", "-n", ns, "-o", "yaml"]);
+    assert_eq!(code, 0);
+    assert!(yaml.contains("kind: List") && yaml.contains("name: token"), "{yaml}");
+    assert!(yaml.contains("password: ++++++++"), "{yaml}");
+    assert!(!yaml.contains("aHVudGVyMi1lMmU") && !yaml.contains("hunter2"), "a Secret's value is printed: {yaml}");
+    // status: json objects with health per member; wide names each member.
+    let status = |extra: &[&str]| {
+        let mut args = vec!["status", dir.path().to_str().unwrap(), "--kubeconfig", &kubeconfig];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let (code, json, stderr) = status(&["-o", "json"]);
+    assert_eq!(code, 0, "{json}\n{stderr}");
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let settings = report["objects"].as_array().unwrap().iter().find(|o| o["name"] == "settings").unwrap();
+    assert_eq!(settings["kind"], "ConfigMap");
+    assert_eq!(settings["clusters"]["member2"]["health"], "Healthy");
+    assert_eq!(settings["healthy"], true);
+    assert!(report["revision"].as_str().unwrap().starts_with("dir-"));
+    let (_, wide, _) = status(&["-o", "wide"]);
+    let row = wide.lines().find(|l| l.contains(" settings ")).unwrap();
+    assert!(row.contains("member1=Healthy,member2=Healthy"), "{wide}");
+    let (_, yaml, _) = status(&["-o", "yaml"]);
+    assert!(yaml.contains("name: settings") && !yaml.contains("hunter2"), "{yaml}");
+}

@@ -262,6 +262,12 @@ fn masked(key: &ObjectKey, before: &Value, after: &Value) -> (Value, Value) {
     (before, after)
 }
 
+/// A Secret with every value masked (`++++++++`), its keys left visible: for printing a
+/// live one.
+pub fn mask_secret_values(secret: &mut Value) {
+    mask_secret(secret, None);
+}
+
 /// Masks every value of one side of a Secret; with `earlier` (the other side, for the
 /// later one), a value that differs from the earlier one is marked changed.
 fn mask_secret(secret: &mut Value, earlier: Option<&Value>) {
