@@ -68,8 +68,36 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Rollouts in waves (RolloutPolicy): where each stands; pause, resume, abort.
     Rollout(RolloutArgs),
+    /// Why an object is where it is, offline: the policy that claimed it, each member's
+    /// verdict, the replica arithmetic and the overrides applied per member.
+    Why(WhyArgs),
     /// A shell completion script on stdout (`source <(flotilla completion bash)`).
     Completion(CompletionArgs),
+}
+
+/// `flotilla why`.
+#[derive(Debug, Args)]
+pub struct WhyArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The object: `KIND/NAMESPACE/NAME`, or `KIND/NAME` when cluster-scoped; KIND as
+    /// kubectl takes it (`Deployment`, `deployments`, `deploy`, `deployments.apps`).
+    pub object: String,
+    /// Only these members (repeatable).
+    #[arg(long = "cluster", value_name = "NAME")]
+    pub clusters: Vec<String>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = WhyFormat::Text)]
+    pub output: WhyFormat,
+}
+
+/// `flotilla why -o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WhyFormat {
+    /// Lines for a person.
+    Text,
+    /// The explanation as one JSON object (what the fleet page shows).
+    Json,
 }
 
 /// `flotilla completion`.

@@ -8,6 +8,7 @@ mod render;
 mod rollout;
 mod run;
 mod status;
+mod why;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -50,6 +51,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Status(args) => status::status(args),
         Command::Run(args) => run::run(*args),
         Command::Rollout(args) => rollout::rollout(args),
+        Command::Why(args) => why::why(args),
         Command::Completion(args) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut command, "flotilla", &mut std::io::stdout());

@@ -400,3 +400,50 @@ fn suspended_objects_are_marked_in_the_render() {
     assert!(stdout.contains("# cluster: m2\n# suspended: its policy suspends dispatching here"), "{stdout}");
     assert!(!stdout.contains("# cluster: m1\n# suspended"), "{stdout}");
 }
+
+#[test]
+fn why_explains_the_seed_nginx_split_and_refuses_what_is_not_declared() {
+    let (code, text, stderr) = run(&["why", "examples/repo", "deploy/default/nginx"]);
+    assert_eq!(code, 0, "{stderr}");
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    insta::with_settings!({snapshot_path => golden, prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("why-seed-nginx", text);
+    });
+    let (code, json, _) =
+        run(&["why", "examples/repo", "Deployment/default/nginx", "-o", "json", "--cluster", "member2"]);
+    assert_eq!(code, 0);
+    let e: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(e["claim"], "PropagationPolicy default/nginx-propagation");
+    assert_eq!(e["strategy"], "Divided by static weight");
+    let members: Vec<&String> = e["members"].as_object().unwrap().keys().collect();
+    assert_eq!(members, ["member2"], "--cluster narrows the members");
+    // At 10 replicas (the FederatedHPA's count in the cluster state) the split is 5 and 5.
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    std::fs::write(&state, r#"{"replicas": {"apps/v1/Deployment/default/nginx": 10}}"#).unwrap();
+    let args = [
+        "why",
+        "examples/repo",
+        "deployments.apps/default/nginx",
+        "--cluster-state",
+        state.to_str().unwrap(),
+        "-o",
+        "json",
+    ];
+    let e: Value = serde_json::from_str(&run(&args).1).unwrap();
+    assert_eq!(
+        (&e["members"]["member1"]["replicas"], &e["members"]["member2"]["replicas"]),
+        (&Value::from(5), &Value::from(5))
+    );
+    for (object, message) in [
+        ("deploy/default/nope", "the repository declares no such object"),
+        ("nginx", "name the object as KIND/NAMESPACE/NAME"),
+    ] {
+        let (code, stdout, stderr) = run(&["why", "examples/repo", object]);
+        assert_eq!(code, 2, "{object}");
+        assert!(stdout.is_empty() && stderr.contains(message), "{object}: {stderr}");
+    }
+    let (code, _, stderr) = run(&["why", "examples/repo", "deploy/default/nginx", "--cluster", "member9"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cluster member9 is not declared"), "{stderr}");
+}

@@ -38,6 +38,7 @@ pub mod rollout;
 pub mod schedule;
 pub mod sources;
 pub mod status;
+pub mod why;
 pub mod yaml;
 pub mod yaml_edit;
 

@@ -297,6 +297,13 @@ fn mask(value: &Value, was: Option<&Value>, later: bool) -> Value {
     Value::from(if changed { format!("{MASK}+") } else { MASK.to_owned() })
 }
 
+/// Every leaf that differs between `a` and `b`, with its dotted path, in path order.
+pub fn field_changes(a: &Value, b: &Value) -> Vec<FieldChange> {
+    let mut out = Vec::new();
+    fields_between(a, b, &mut String::new(), &mut out);
+    out
+}
+
 /// Leaf differences between `a` and `b`, with dotted paths.
 fn fields_between(a: &Value, b: &Value, path: &mut String, out: &mut Vec<FieldChange>) {
     match (a, b) {

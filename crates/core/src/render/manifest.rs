@@ -13,6 +13,22 @@ impl Plan {
         materialize(&self.loaded, rendered, &self.revised)
     }
 
+    /// Each override rule of one rendered entry with the fields it changes, in the order
+    /// they apply: the rules applied one at a time to the template as revised (`why`).
+    pub fn override_steps(
+        &self,
+        rendered: &Rendered,
+    ) -> Result<Vec<(overrides::RuleRef, Vec<crate::plan_diff::FieldChange>)>, OverrideError> {
+        let mut object = revised(&self.loaded, rendered, &self.revised)?;
+        let mut steps = Vec::with_capacity(rendered.overrides.len());
+        for rule in &rendered.overrides {
+            let before = object.clone();
+            overrides::apply(&mut object, &self.loaded, std::slice::from_ref(rule))?;
+            steps.push((*rule, crate::plan_diff::field_changes(&before, &object)));
+        }
+        Ok(steps)
+    }
+
     /// Every manifest of one cluster, in output order.
     pub fn manifests<'a>(&'a self, cluster: &str) -> impl Iterator<Item = Result<Value, OverrideError>> + 'a {
         self.clusters.get(cluster).into_iter().flatten().map(|r| self.manifest(r))

@@ -186,14 +186,7 @@ pub fn filter<'a>(
     previous: &BTreeMap<String, i64>,
     live: Live<'_>,
 ) -> Result<Vec<(&'a Cluster, usize)>, Diagnosis> {
-    let unfit_reason = |c: &Cluster, tier: Option<usize>| {
-        if live.evicted.is_some_and(|e| e.contains_key(&c.name)) {
-            return Err(Unfit::Evicted);
-        }
-        let tier = tier.ok_or(Unfit::Affinity)?;
-        let observed = live.taints.and_then(|t| t.get(&c.name)).map(Vec::as_slice).unwrap_or_default();
-        unfit(c, (tolerations, observed), spread, previous.contains_key(&c.name)).map_or(Ok(tier), Err)
-    };
+    let unfit_reason = |c: &Cluster, tier: Option<usize>| reason(c, tier, tolerations, spread, previous, live);
     let tiered = || clusters.iter().zip(tiers.iter().copied());
     let feasible: Vec<(&Cluster, usize)> =
         tiered().filter_map(|(c, tier)| unfit_reason(c, tier).ok().map(|tier| (c, tier))).collect();
@@ -202,6 +195,24 @@ pub fn filter<'a>(
     }
     let unfit = tiered().filter_map(|(c, tier)| unfit_reason(c, tier).err().map(|r| (c.name.clone(), r))).collect();
     Err(Diagnosis { total: clusters.len(), unfit })
+}
+
+/// One cluster's verdict for one workload: its tier if it may take it, or why not (the
+/// filter [`filter`] applies to every cluster, and `why` explains with).
+pub fn reason(
+    cluster: &Cluster,
+    tier: Option<usize>,
+    tolerations: &[Toleration],
+    spread: &[SpreadConstraint],
+    previous: &BTreeMap<String, i64>,
+    live: Live<'_>,
+) -> Result<usize, Unfit> {
+    if live.evicted.is_some_and(|e| e.contains_key(&cluster.name)) {
+        return Err(Unfit::Evicted);
+    }
+    let tier = tier.ok_or(Unfit::Affinity)?;
+    let observed = live.taints.and_then(|t| t.get(&cluster.name)).map(Vec::as_slice).unwrap_or_default();
+    unfit(cluster, (tolerations, observed), spread, previous.contains_key(&cluster.name)).map_or(Ok(tier), Err)
 }
 
 /// Why a cluster its affinity selects cannot take the workload, if it cannot.

@@ -141,6 +141,12 @@ impl<'a> Placer<'a> {
         Placer { placement, clusters, terms }
     }
 
+    /// Each cluster's tier under affinity term `term` (the inline affinity is term 0
+    /// when there are no `clusterAffinities`); `None` for a term that does not exist.
+    pub fn tiers(&self, term: usize) -> Option<&[Option<usize>]> {
+        self.terms.get(term).map(Vec::as_slice)
+    }
+
     /// Places one template.
     pub fn place(&self, template: &Template, state: &ClusterState) -> Result<Assignment, FitError> {
         let empty = PreviousPlacement::default();
@@ -170,6 +176,24 @@ impl<'a> Placer<'a> {
         let placed = run.terms(&previous.observed_affinity);
         placed.map(|assignment| keep_evicted(assignment, evicted, self.clusters))
     }
+}
+
+/// Each cluster's static weight: the maximum over the placement's `staticWeightList`
+/// rules that match it (0 if none does), or 1 for every cluster without rules.
+pub fn static_weights<'c>(placement: &Placement, clusters: impl Iterator<Item = &'c Cluster>) -> BTreeMap<String, i64> {
+    let rules = placement
+        .replica_scheduling
+        .as_ref()
+        .and_then(|rs| rs.weight_preference.as_ref())
+        .map(|w| w.static_weight_list.as_slice())
+        .unwrap_or_default();
+    let weight = |c: &Cluster| {
+        if rules.is_empty() {
+            return 1;
+        }
+        rules.iter().filter(|r| filter::cluster_matches(&r.target_cluster, c)).map(|r| r.weight).max().unwrap_or(0)
+    };
+    clusters.map(|c| (c.name.clone(), weight(c))).collect()
 }
 
 /// The old copies failover keeps (purge mode `Gracefully` or `Never`) stay where they
@@ -321,32 +345,8 @@ impl Run<'_> {
         Ok(result)
     }
 
-    /// Each cluster's weight is the maximum over the static rules that match it.
     fn static_weights(&self, selected: &[Candidate<'_>]) -> BTreeMap<String, i64> {
-        let rules = self
-            .placer
-            .placement
-            .replica_scheduling
-            .as_ref()
-            .and_then(|rs| rs.weight_preference.as_ref())
-            .map(|w| w.static_weight_list.as_slice())
-            .unwrap_or_default();
-        selected
-            .iter()
-            .map(|c| {
-                let weight = if rules.is_empty() {
-                    1
-                } else {
-                    rules
-                        .iter()
-                        .filter(|r| filter::cluster_matches(&r.target_cluster, c.cluster))
-                        .map(|r| r.weight)
-                        .max()
-                        .unwrap_or(0)
-                };
-                (c.cluster.name.clone(), weight)
-            })
-            .collect()
+        static_weights(self.placer.placement, selected.iter().map(|c| c.cluster))
     }
 
     /// Drops clusters left with 0 replicas and splits Job completions.
