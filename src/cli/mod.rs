@@ -20,6 +20,11 @@ pub struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human, env = "FLOTILLA_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// Fetch the remote charts HelmCharts pin (`spec.repository`) that the chart cache
+    /// does not hold, verifying each against its digest. Without it nothing is fetched:
+    /// a render makes no network call.
+    #[arg(long, global = true, env = "FLOTILLA_FETCH_CHARTS")]
+    pub fetch_charts: bool,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use flotilla_core::load::{ParseCache, load_cached};
 use flotilla_core::model::{Limits, Loaded, RepoFiles};
-use flotilla_core::sources::{self, Expansion, Job};
+use flotilla_core::sources::{self, Chart, Expansion, Job};
 use sha2::{Digest, Sha256};
 
 use super::tool;
@@ -182,6 +182,10 @@ fn render(files: &RepoFiles, expansion: &Expansion) -> anyhow::Result<String> {
         std::fs::write(&target, bytes).with_context(|| format!("cannot copy {path} to a scratch directory"))?;
     }
     std::fs::create_dir_all(&repo)?;
+    // A remote chart is its verified archive, beside the repository copy.
+    if let Job::Helm { chart: Chart::Remote(remote), .. } = &expansion.job {
+        std::fs::write(scratch.path().join("chart.tgz"), super::charts::archive(remote)?)?;
+    }
     let home = scratch.path().join("home");
     std::fs::create_dir_all(home.join("plugins"))?;
     let (args, env) = arguments(&expansion.job, scratch.path(), &home)?;
@@ -215,8 +219,11 @@ fn arguments(job: &Job, scratch: &Path, home: &Path) -> anyhow::Result<(Vec<Stri
             kube_version,
             api_versions,
         } => {
-            let mut args =
-                vec!["template".into(), release.clone(), dir(chart), "--namespace".into(), namespace.clone()];
+            let chart = match chart {
+                Chart::Dir(d) => dir(d),
+                Chart::Remote(_) => scratch.join("chart.tgz").to_string_lossy().into_owned(),
+            };
+            let mut args = vec!["template".into(), release.clone(), chart, "--namespace".into(), namespace.clone()];
             for file in values_files {
                 args.extend(["--values".into(), file.clone()]);
             }
@@ -253,7 +260,7 @@ fn arguments(job: &Job, scratch: &Path, home: &Path) -> anyhow::Result<(Vec<Stri
 
 /// Where outputs are kept between processes: `$FLOTILLA_SOURCE_CACHE`, or
 /// `~/.cache/flotilla/sources`.
-fn cache_dir() -> Option<PathBuf> {
+pub(super) fn cache_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("FLOTILLA_SOURCE_CACHE") {
         return Some(PathBuf::from(dir));
     }
@@ -271,14 +278,18 @@ fn read_cached(key: &str) -> Option<String> {
 /// written (a read-only home) only costs a render.
 fn write_cached(key: &str, output: &str) {
     let Some(dir) = cache_dir() else { return };
-    let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(&dir)?;
-        let mut file = tempfile::NamedTempFile::new_in(&dir)?;
-        std::io::Write::write_all(&mut file, output.as_bytes())?;
-        file.persist(dir.join(key)).map_err(|e| e.error)?;
-        Ok(())
-    };
-    if let Err(e) = write() {
+    if let Err(e) = write_whole(&dir.join(key), output.as_bytes()) {
         tracing::debug!(error = %e, "cannot keep a rendered source in the cache directory");
     }
+}
+
+/// Writes `bytes` to `path` whole or not at all (a temporary file renamed into place),
+/// making its directory.
+pub(super) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().expect("a cache path has a parent");
+    std::fs::create_dir_all(dir)?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut file, bytes)?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }

@@ -5,10 +5,12 @@
 //! chart or kustomization directory every file is read, whatever its name: the tools
 //! need them all. [`load`] renders those with the real tools and loads the revision.
 
+mod charts;
 mod dir;
 mod expand;
 mod tool;
 
+pub use charts::allow_fetching;
 pub use expand::load;
 
 use std::path::{Path, PathBuf};

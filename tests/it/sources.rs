@@ -364,3 +364,116 @@ async fn charts_and_an_overlay_reconcile_into_three_members() {
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     assert_eq!(members.writes(instance_writes), before, "nothing written after the good apply");
 }
+
+/// A self-signed certificate for 127.0.0.1 in `dir`: (cert, key).
+fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let status = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        .args(["-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    (cert, key)
+}
+
+/// A remote chart (the fixture's observer, packaged and served by a real HTTPS server as
+/// a Helm repository) is fetched only with --fetch-charts, refused when its bytes do not
+/// match the pinned digest, then renders offline from the chart cache exactly as the
+/// vendored chart does.
+#[test]
+fn a_remote_chart_is_fetched_only_when_told_verified_against_its_digest_and_kept() {
+    use std::io::BufRead;
+    let work = tempfile::tempdir().unwrap();
+    let served = work.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let helm = built("helm");
+    let helm_run = |args: &[&str]| {
+        let out = std::process::Command::new(&helm).args(args).current_dir(root().join(FIXTURE)).output().unwrap();
+        assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    helm_run(&["package", "charts/observer", "--destination", served.to_str().unwrap()]);
+    helm_run(&["repo", "index", served.to_str().unwrap()]);
+    let archive = std::fs::read(served.join("observer-2.4.0.tgz")).unwrap();
+    let digest = format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&archive)));
+    let (cert, key) = certificate(work.path());
+    let (port, log) = (crate::controller::free_port(), work.path().join("requests.log"));
+    let mut server = std::process::Command::new("python3")
+        .arg(root().join("hack/helm-repo-server.py"))
+        .args(["--root", served.to_str().unwrap(), "--port", &port.to_string(), "--log", log.to_str().unwrap()])
+        .args(["--cert", cert.to_str().unwrap(), "--key", key.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let server = crate::controller::Running(server);
+
+    // The fixture with the observer's HelmChart pointing at the served chart.
+    let repo = copy();
+    let vendored = render(repo.path().to_str().unwrap());
+    let original = std::fs::read_to_string(repo.path().join("observer/chart.yaml")).unwrap();
+    let remote = |digest: &str| {
+        let chart = original.replacen(
+            "  chart: charts/observer\n",
+            &format!("  repository: {{url: \"https://127.0.0.1:{port}\", name: observer, version: 2.4.0, digest: \"{digest}\"}}\n"),
+            1,
+        );
+        write(repo.path(), "observer/chart.yaml", chart.as_bytes());
+    };
+    let cache = work.path().join("cache");
+    let flotilla = |fetch: bool| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"));
+        command.args(["render", repo.path().to_str().unwrap(), "-o", "json"]);
+        command.env("FLOTILLA_SOURCE_CACHE", &cache).env("SSL_CERT_FILE", &cert).env("FLOTILLA_HELM", &helm);
+        if fetch {
+            command.arg("--fetch-charts");
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let requests = || std::fs::read_to_string(&log).unwrap_or_default();
+    let archives = || std::fs::read_dir(cache.join("charts")).map(|d| d.count()).unwrap_or(0);
+
+    remote(&digest);
+    let (code, stdout, stderr) = flotilla(false);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("HelmChart sources/observer") && stderr.contains("observer/chart.yaml"), "{stderr}");
+    assert!(stderr.contains("is not in the chart cache: run with --fetch-charts"), "{stderr}");
+    assert_eq!(requests(), "", "nothing is fetched unless told");
+
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    remote(&wrong);
+    let (code, _, stderr) = flotilla(true);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("the archive is {digest}, not {wrong} as spec.repository.digest pins")),
+        "{stderr}"
+    );
+    assert!(requests().contains("/observer-2.4.0.tgz"), "{}", requests());
+    assert_eq!(archives(), 0, "an archive that does not match is not kept");
+
+    remote(&digest);
+    let (code, stdout, stderr) = flotilla(true);
+    assert_eq!(code, 0, "{stderr}");
+    let fetched: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(fetched["clusters"], vendored["clusters"], "the remote chart renders as the vendored one");
+    assert_eq!(archives(), 1);
+
+    // The server gone and the values changed (a new render): the kept archive serves.
+    drop(server);
+    let chart =
+        std::fs::read_to_string(repo.path().join("observer/chart.yaml")).unwrap().replace("tag: 2.4.1", "tag: 2.4.2");
+    write(repo.path(), "observer/chart.yaml", chart.as_bytes());
+    let (code, stdout, stderr) = flotilla(false);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("observer:2.4.2"), "the new values rendered from the kept archive");
+}

@@ -70,8 +70,8 @@ pub enum Job {
         release: String,
         /// The release namespace.
         namespace: String,
-        /// The chart directory.
-        chart: String,
+        /// The chart: a directory of the repository, or a pinned remote archive.
+        chart: Chart,
         /// Values files in order, then `values` (applied last).
         values_files: Vec<String>,
         /// `spec.values`.
@@ -99,6 +99,46 @@ impl Job {
             Job::Helm { .. } => "helm",
             Job::Kustomize { .. } => "kustomize",
         }
+    }
+}
+
+/// Where a chart comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chart {
+    /// A chart directory of the repository.
+    Dir(String),
+    /// A chart archive fetched from a Helm repository, pinned by version and digest.
+    Remote(RemoteChart),
+}
+
+/// A remote chart: an `https://` Helm repository, the chart's name in it, an exact
+/// version and the archive's `sha256:` digest (as the load checked them).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RemoteChart {
+    /// The repository's URL.
+    pub url: String,
+    /// The chart's name in it.
+    pub name: String,
+    /// The exact version.
+    pub version: String,
+    /// `sha256:` and 64 lower-case hex digits: what the archive must hash to.
+    pub digest: String,
+}
+
+impl RemoteChart {
+    /// The digest's hex digits.
+    pub fn hex(&self) -> &str {
+        self.digest.strip_prefix("sha256:").unwrap_or(&self.digest)
+    }
+}
+
+/// A remote chart as the load checked it (`load::validate::source`).
+fn remote(repository: &crate::model::source::ChartRepository) -> RemoteChart {
+    RemoteChart {
+        url: repository.url.clone(),
+        name: repository.name.clone().unwrap_or_default(),
+        version: repository.version.clone(),
+        digest: repository.digest.clone(),
     }
 }
 
@@ -255,22 +295,30 @@ fn helm(chart: &HelmChart, all: &BTreeSet<&str>) -> Result<Expansion, LoadError>
     let name = format!("HelmChart {namespace}/{}", chart.name);
     let invalid = |message: String| LoadError::Invalid { origin: chart.origin.clone(), message };
     let spec = &chart.spec;
-    let Some(dir) = &spec.chart else {
-        return Err(invalid(
-            "spec.repository: remote charts are not fetched yet; vendor the chart into the repository (helm pull --untar) and name its directory in spec.chart".into(),
-        ));
+    let source = match (&spec.chart, &spec.repository) {
+        (Some(_), Some(_)) => return Err(invalid("spec.chart and spec.repository: name one of them".into())),
+        (None, None) => {
+            return Err(invalid(
+                "spec.chart: required (a chart directory of the repository), or spec.repository (a pinned remote chart)".into(),
+            ));
+        }
+        (None, Some(repository)) => Chart::Remote(remote(repository)),
+        (Some(dir), None) if !all.contains(format!("{dir}/Chart.yaml").as_str()) => {
+            return Err(invalid(format!(
+                "spec.chart: {dir} is not a chart directory of the repository (no {dir}/Chart.yaml)"
+            )));
+        }
+        (Some(dir), None) => Chart::Dir(dir.clone()),
     };
-    if !all.contains(format!("{dir}/Chart.yaml").as_str()) {
-        return Err(invalid(format!(
-            "spec.chart: {dir} is not a chart directory of the repository (no {dir}/Chart.yaml)"
-        )));
-    }
     for (i, file) in spec.values_files.iter().enumerate() {
         if !all.contains(file.as_str()) {
             return Err(invalid(format!("spec.valuesFiles[{i}]: {file} is not a file of the repository")));
         }
     }
-    let mut inputs: BTreeSet<String> = all.iter().filter(|p| under(p, dir)).map(|p| (*p).to_owned()).collect();
+    let mut inputs: BTreeSet<String> = match &source {
+        Chart::Dir(dir) => all.iter().filter(|p| under(p, dir)).map(|p| (*p).to_owned()).collect(),
+        Chart::Remote(_) => BTreeSet::new(),
+    };
     inputs.extend(spec.values_files.iter().cloned());
     Ok(Expansion {
         name,
@@ -278,7 +326,7 @@ fn helm(chart: &HelmChart, all: &BTreeSet<&str>) -> Result<Expansion, LoadError>
         job: Job::Helm {
             release: spec.release(&chart.name).to_owned(),
             namespace: namespace.clone(),
-            chart: dir.clone(),
+            chart: source,
             values_files: spec.values_files.clone(),
             values: spec.values.clone(),
             include_crds: spec.include_crds,

@@ -214,3 +214,83 @@ fn charts_held_by_the_parse_cache_are_declared_without_reading_their_file() {
     assert_eq!(charts.len(), 1);
     assert_eq!(charts[0].name, "shop");
 }
+
+#[test]
+fn a_remote_chart_is_pinned_exactly_or_refused() {
+    let limits = Limits::default();
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let with =
+        |repository: &str| HELM_CHART.replace("  chart: charts/shop\n", &format!("  repository: {repository}\n"));
+    let expand = |text: String| {
+        let mut files = shop();
+        files.files.insert("fleet/shop.yaml".into(), text.into_bytes());
+        let units = units(&files, &limits).unwrap();
+        let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+        expansions(&files, &units, &charts)
+    };
+    let good = expand(with(&format!(
+        "{{url: \"https://charts.example.com/\", name: shop, version: 1.2.3, digest: \"{digest}\"}}"
+    )))
+    .unwrap();
+    let expansion = good.iter().find(|e| e.name == "HelmChart shop/shop").unwrap();
+    let Job::Helm { chart: Chart::Remote(remote), .. } = &expansion.job else { panic!("{:?}", expansion.job) };
+    assert_eq!(
+        (remote.url.as_str(), remote.name.as_str(), remote.version.as_str()),
+        ("https://charts.example.com", "shop", "1.2.3")
+    );
+    assert_eq!(remote.hex(), "ab".repeat(32));
+    assert_eq!(expansion.inputs, ["envs/prod.yaml"], "only the values files are read from the repository");
+    for (repository, want) in [
+        (
+            format!("{{url: \"oci://ghcr.io/x/shop\", version: 1.2.3, digest: \"{digest}\"}}"),
+            "OCI registries are not fetched yet",
+        ),
+        (
+            format!("{{url: \"http://charts.example.com\", name: shop, version: 1.2.3, digest: \"{digest}\"}}"),
+            "must be an https://",
+        ),
+        (
+            format!(
+                "{{url: \"https://user:pw@charts.example.com\", name: shop, version: 1.2.3, digest: \"{digest}\"}}"
+            ),
+            "no credentials",
+        ),
+        (
+            format!("{{url: \"https://charts.example.com\", version: 1.2.3, digest: \"{digest}\"}}"),
+            "spec.repository.name: required",
+        ),
+        (
+            format!("{{url: \"https://charts.example.com\", name: shop, version: \"^1.2\", digest: \"{digest}\"}}"),
+            "one exact version",
+        ),
+        (
+            format!("{{url: \"https://charts.example.com\", name: shop, version: \">=1.0 <2\", digest: \"{digest}\"}}"),
+            "one exact version",
+        ),
+        (
+            "{url: \"https://charts.example.com\", name: shop, version: 1.2.3, digest: \"sha256:abc\"}".into(),
+            "64 hex digits",
+        ),
+    ] {
+        let mut files = shop();
+        files.files.insert("fleet/shop.yaml".into(), with(&repository).into_bytes());
+        files.files.remove("envs/prod.yaml");
+        let units = units(&files, &limits).unwrap();
+        let loose = assemble(files.clone(), &units, &[], []);
+        let err = crate::load::load(&loose, &limits).unwrap_err().to_string();
+        assert!(err.starts_with("fleet/shop.yaml: document 1 (line 1): spec.repository"), "{err}");
+        assert!(err.contains(want), "{repository}: {err}");
+    }
+    let both = HELM_CHART.replace(
+        "  chart: charts/shop\n",
+        &format!("  chart: charts/shop\n  repository: {{url: \"https://c.example\", name: shop, version: 1.0.0, digest: \"{digest}\"}}\n"),
+    );
+    let neither = HELM_CHART.replace("  chart: charts/shop\n", "");
+    for (text, want) in [(both, "spec: set chart or repository, not both"), (neither, "spec.chart: required")] {
+        let mut files = shop();
+        files.files.insert("fleet/shop.yaml".into(), text.into_bytes());
+        files.files.remove("envs/prod.yaml");
+        let loose = assemble(files.clone(), &units(&files, &limits).unwrap(), &[], []);
+        assert!(crate::load::load(&loose, &limits).unwrap_err().to_string().contains(want));
+    }
+}

@@ -4,31 +4,23 @@
 
 use super::{Check, ensure};
 use crate::model::names::is_dns1123_subdomain;
-use crate::model::source::HelmChartSpec;
+use crate::model::source::{ChartRepository, HelmChartSpec};
 
 /// Helm refuses release names over 53 characters (the Secrets it stores them in add a
 /// suffix to a 63-character label).
 const MAX_RELEASE_NAME: usize = 53;
 
 pub fn helm_chart(spec: &mut HelmChartSpec, _namespace: Option<&str>) -> Check {
-    match (&mut spec.chart, &spec.repository) {
+    match (&mut spec.chart, &mut spec.repository) {
         (Some(_), Some(_)) => return Err("spec: set chart or repository, not both".into()),
-        (None, None) => return Err("spec.chart: required (a chart directory of the repository)".into()),
-        (Some(chart), None) => *chart = repository_path(chart).map_err(|e| format!("spec.chart: {e}"))?,
-        (None, Some(repository)) => {
-            let url = &repository.url;
-            ensure(url.starts_with("oci://") || url.starts_with("https://"), || {
-                "spec.repository.url: must be oci://… or https://…".into()
-            })?;
-            ensure(url.starts_with("oci://") || repository.name.is_some(), || {
-                "spec.repository.name: required for a Helm repository (an oci:// URL names the chart)".into()
-            })?;
-            ensure(!repository.version.is_empty(), || "spec.repository.version: required (an exact version)".into())?;
-            let digest = repository.digest.strip_prefix("sha256:").unwrap_or("");
-            ensure(digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()), || {
-                "spec.repository.digest: must be sha256: and 64 hex digits".into()
-            })?;
+        (None, None) => {
+            return Err(
+                "spec.chart: required (a chart directory of the repository), or spec.repository (a pinned remote chart)"
+                    .into(),
+            );
         }
+        (Some(chart), None) => *chart = repository_path(chart).map_err(|e| format!("spec.chart: {e}"))?,
+        (None, Some(repository)) => remote(repository)?,
     }
     for (i, file) in spec.values_files.iter_mut().enumerate() {
         *file = repository_path(file).map_err(|e| format!("spec.valuesFiles[{i}]: {e}"))?;
@@ -51,6 +43,35 @@ pub fn helm_chart(spec: &mut HelmChartSpec, _namespace: Option<&str>) -> Check {
             format!("spec.apiVersions[{i}]: must be a group/version or group/version/Kind")
         })?;
     }
+    Ok(())
+}
+
+/// `spec.repository`: an https Helm repository without credentials, a chart name, one
+/// exact version (no range: a render must not depend on what the repository serves
+/// today) and the archive's sha256 digest, lower-cased here.
+fn remote(repository: &mut ChartRepository) -> Check {
+    let url = repository.url.trim_end_matches('/').to_owned();
+    ensure(!url.starts_with("oci://"), || {
+        "spec.repository.url: OCI registries are not fetched yet; use the chart's https Helm repository, or vendor the chart (helm pull --untar) and name its directory in spec.chart".into()
+    })?;
+    let rest = url.strip_prefix("https://").ok_or("spec.repository.url: must be an https:// Helm repository")?;
+    ensure(!rest.is_empty() && !rest.contains(['@', ' ', '?', '#']) && !rest.chars().any(char::is_control), || {
+        "spec.repository.url: must be a plain https URL (no credentials, query or fragment: credentials never come from the repository)".into()
+    })?;
+    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c));
+    let name =
+        repository.name.as_deref().ok_or("spec.repository.name: required (the chart's name in the repository)")?;
+    ensure(plain(name), || "spec.repository.name: must be a chart name".into())?;
+    let version = &repository.version;
+    ensure(plain(version) && version.starts_with(|c: char| c.is_ascii_digit() || c == 'v'), || {
+        "spec.repository.version: must be one exact version, not a range".into()
+    })?;
+    let digest = repository.digest.to_ascii_lowercase();
+    let hex = digest.strip_prefix("sha256:").unwrap_or("");
+    ensure(hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()), || {
+        "spec.repository.digest: must be sha256: and 64 hex digits (the sha256sum of the chart archive)".into()
+    })?;
+    (repository.url, repository.digest) = (url, digest);
     Ok(())
 }
 
