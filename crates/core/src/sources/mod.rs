@@ -108,7 +108,7 @@ pub enum Chart {
     /// A chart directory of the repository.
     Dir(String),
     /// A chart archive fetched from a Helm repository, pinned by version and digest.
-    Remote(RemoteChart),
+    Remote(Box<RemoteChart>),
 }
 
 /// A remote chart: an `https://` Helm repository, the chart's name in it, an exact
@@ -302,7 +302,7 @@ fn helm(chart: &HelmChart, all: &BTreeSet<&str>) -> Result<Expansion, LoadError>
                 "spec.chart: required (a chart directory of the repository), or spec.repository (a pinned remote chart)".into(),
             ));
         }
-        (None, Some(repository)) => Chart::Remote(remote(repository)),
+        (None, Some(repository)) => Chart::Remote(Box::new(remote(repository))),
         (Some(dir), None) if !all.contains(format!("{dir}/Chart.yaml").as_str()) => {
             return Err(invalid(format!(
                 "spec.chart: {dir} is not a chart directory of the repository (no {dir}/Chart.yaml)"
