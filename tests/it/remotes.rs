@@ -57,22 +57,7 @@ async fn an_https_remote_with_a_token() {
     let ns = "e2e-https";
     let repo = serve(&fleet(ns, &[("over-https", &["member1"])]));
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    run(Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
-        .args([
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            key.to_str().unwrap(),
-            "-out",
-            cert.to_str().unwrap(),
-        ]));
+    let (cert, key) = crate::support::certificate(dir.path());
     let (token, wrong) = ("tok-7c1f0a9e5b", "tok-wrong-31d4");
     let (token_file, wrong_file) = (dir.path().join("token"), dir.path().join("wrong"));
     std::fs::write(&token_file, format!("{token}\n")).unwrap();

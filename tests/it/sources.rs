@@ -365,20 +365,6 @@ async fn charts_and_an_overlay_reconcile_into_three_members() {
     assert_eq!(members.writes(instance_writes), before, "nothing written after the good apply");
 }
 
-/// A self-signed certificate for 127.0.0.1 in `dir`: (cert, key).
-fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
-    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    let status = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-        .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
-        .args(["-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    (cert, key)
-}
-
 /// A remote chart (the fixture's observer, packaged and served by a real HTTPS server as
 /// a Helm repository) is fetched only with --fetch-charts, refused when its bytes do not
 /// match the pinned digest, then renders offline from the chart cache exactly as the
@@ -398,7 +384,7 @@ fn a_remote_chart_is_fetched_only_when_told_verified_against_its_digest_and_kept
     helm_run(&["repo", "index", served.to_str().unwrap()]);
     let archive = std::fs::read(served.join("observer-2.4.0.tgz")).unwrap();
     let digest = format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&archive)));
-    let (cert, key) = certificate(work.path());
+    let (cert, key) = crate::support::certificate(work.path());
     let (port, log) = (crate::controller::free_port(), work.path().join("requests.log"));
     let mut server = std::process::Command::new("python3")
         .arg(root().join("hack/helm-repo-server.py"))

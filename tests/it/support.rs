@@ -97,3 +97,17 @@ pub fn run_from_daemon(port: u16) -> std::process::Command {
     command.args(["run", "--insecure-allow-http", "--repo", &format!("git://127.0.0.1:{port}/fleet.git")]);
     command
 }
+
+/// A self-signed certificate for 127.0.0.1 in `dir`: (cert, key).
+pub fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let status = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        .args(["-keyout", key.to_str().unwrap(), "-out", cert.to_str().unwrap()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    (cert, key)
+}
