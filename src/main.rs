@@ -33,6 +33,7 @@ mod server;
 mod source;
 mod status;
 mod telemetry;
+mod ui;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::from_env();

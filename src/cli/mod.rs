@@ -76,8 +76,34 @@ pub enum Command {
     /// Why an object is where it is, offline: the policy that claimed it, each member's
     /// verdict, the replica arithmetic and the overrides applied per member.
     Why(WhyArgs),
+    /// The fleet page on a laptop: serve `/ui/` for a repository and its members,
+    /// refreshed live (the controller serves the same page on its listener).
+    Ui(UiArgs),
     /// A shell completion script on stdout (`source <(flotilla completion bash)`).
     Completion(CompletionArgs),
+}
+
+/// `flotilla ui`.
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Kubeconfig with one context per member cluster, named after it.
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
+    pub kubeconfig: PathBuf,
+    /// Address to serve on. Off loopback, --ui-token-file is required.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: std::net::SocketAddr,
+    /// A file holding the token every request must present (`Authorization: Bearer`,
+    /// or the cookie `/ui/login` sets).
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_UI_TOKEN_FILE")]
+    pub ui_token_file: Option<PathBuf>,
+    /// How often the repository is rendered again and the members read.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration)]
+    pub refresh: Duration,
+    /// How long a request to a member may take.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub request_timeout: Duration,
 }
 
 /// `flotilla why`.

@@ -8,6 +8,7 @@ mod render;
 mod rollout;
 mod run;
 mod status;
+mod ui;
 mod why;
 
 use std::path::Path;
@@ -52,6 +53,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Run(args) => run::run(*args),
         Command::Rollout(args) => rollout::rollout(args),
         Command::Why(args) => why::why(args),
+        Command::Ui(args) => ui::ui(args),
         Command::Completion(args) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut command, "flotilla", &mut std::io::stdout());

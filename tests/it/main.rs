@@ -27,3 +27,4 @@ mod seeds; // the two seed tutorials' distributions
 pub mod services; // multi-cluster Services: EndpointSlices from providers copied to consumers
 mod sources; // Helm charts and kustomizations: the tools' output placed, planned, refused when bad, reconciled
 mod support; // shared helpers: running the binary, temporary repos
+mod ui; // the fleet page: live cells, the why of a workload, escaping, no Secret values, tokens

@@ -1,0 +1,106 @@
+//! `flotilla ui`: the fleet page for a repository and its members, on a laptop. Every
+//! `--refresh` the repository is rendered again and the members read (as `status`
+//! reads them); a changed fleet reaches every open page within that period.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use super::{Outcome, plan_in_state, runtime, scope};
+use crate::cli::UiArgs;
+use crate::clusters;
+use crate::ui::{Snapshot, Ui, model};
+
+pub fn ui(args: UiArgs) -> anyhow::Result<Outcome> {
+    let token = match &args.ui_token_file {
+        Some(file) => {
+            let token = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+            let token = token.trim().to_owned();
+            if token.is_empty() || token.contains(|c: char| c.is_whitespace() || c.is_control() || c == ';') {
+                bail!("{}: the token must be one word of printable characters", file.display());
+            }
+            Some(token)
+        }
+        None if !args.listen.ip().is_loopback() => {
+            bail!(
+                "--listen {} is not a loopback address: give --ui-token-file, so that only holders of the token read the fleet",
+                args.listen
+            )
+        }
+        None => None,
+    };
+    let first = snapshot(&args)?;
+    let (publish, snapshots) = watch::channel(Arc::new(first));
+    let runtime = runtime()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        info!(address = %listener.local_addr()?, "serving the fleet page at /ui/");
+        let app = Ui::new(snapshots, token).router();
+        tokio::spawn(crate::server::serve(listener, app, crate::server::Limits::default()));
+        refresh(args, publish).await
+    })?;
+    Ok(Outcome::Clean)
+}
+
+/// Renders and reads the fleet every period; publishes it when it changed.
+async fn refresh(args: UiArgs, publish: watch::Sender<Arc<Snapshot>>) -> anyhow::Result<()> {
+    let args = Arc::new(args);
+    loop {
+        tokio::time::sleep(args.refresh).await;
+        let next = {
+            let args = args.clone();
+            tokio::task::spawn_blocking(move || snapshot(&args)).await?
+        };
+        match next {
+            Ok(next) => {
+                publish.send_if_modified(|held| {
+                    let changed = held.fleet != next.fleet || held.fleet.revision != next.fleet.revision;
+                    if changed {
+                        *held = Arc::new(next);
+                    }
+                    changed
+                });
+            }
+            // The page keeps the last fleet it could build; a broken commit is logged.
+            Err(e) => {
+                warn!(error = %super::describe(&e), "cannot render the repository; the page shows the last good one")
+            }
+        }
+    }
+}
+
+/// One snapshot: the plan, and what the members report about it.
+fn snapshot(args: &UiArgs) -> anyhow::Result<Snapshot> {
+    let mut state = None;
+    let plan = plan_in_state(&args.source, scope(&args.source)?.as_ref(), |s| {
+        state = Some(s.clone());
+        Ok(s)
+    })?;
+    let kubeconfig = clusters::connect::read(&args.kubeconfig)?;
+    let names: Vec<String> = plan.loaded.clusters.iter().map(|c| c.name.clone()).collect();
+    let plan_ref = &plan;
+    let results = tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(clusters::each(
+        &kubeconfig,
+        &names,
+        clusters::connect::Trust::default(),
+        args.request_timeout,
+        |client, name| async move { clusters::status::observe_cluster(&client, plan_ref, name).await },
+    ));
+    let (mut observed, mut errors) = (Vec::new(), BTreeMap::new());
+    for (name, result) in names.into_iter().zip(results) {
+        match result {
+            Ok(o) => observed.push((name, o)),
+            Err(e) => {
+                errors.insert(name, e);
+            }
+        }
+    }
+    let objects = clusters::status::objects(&plan, &observed);
+    let fleet = model::fleet(&plan, &objects, &errors);
+    Ok(Snapshot { fleet, plan: Arc::new(plan), state: state.unwrap_or_default() })
+}
