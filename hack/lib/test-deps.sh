@@ -14,7 +14,8 @@ go version >&2
 say "Debian packages"
 declare -A package=([openssl]=openssl [curl]=curl [python3]=python3 [git]=git [cc]=gcc [unshare]=util-linux
   [mount]=mount [pkg-config]=pkg-config [ssh-keygen]=openssh-client [/usr/sbin/sshd]=openssh-server
-  [/usr/sbin/debootstrap]=debootstrap [gpg]=gnupg [/usr/bin/prometheus]=prometheus)
+  [/usr/sbin/debootstrap]=debootstrap [gpg]=gnupg [/usr/bin/prometheus]=prometheus
+  [chromium]=chromium [chromedriver]=chromium-driver)
 missing=()
 for cmd in "${!package[@]}"; do
   command -v "$cmd" >/dev/null || missing+=("${package[$cmd]}")

@@ -67,7 +67,7 @@ fn cell(member: &str, w: &Workload, c: &Cell) -> Markup {
     let shown = match (&c.ready, c.desired) {
         (Some(ready), _) => ready.clone(),
         (None, Some(d)) => format!("?/{d}"),
-        (None, None) => "✓".to_owned(),
+        (None, None) => String::new(),
     };
     html! {
         td class=(class_of(&c.health)) data-member=(member) data-workload=(w.path()) data-replicas=(desired) title=(t(&c.health)) {
