@@ -76,6 +76,18 @@ pub struct RunArgs {
     /// File holding the webhook secret (HMAC key / GitLab token); without it webhooks are off.
     #[arg(long, value_name = "FILE", env = "FLOTILLA_WEBHOOK_SECRET_FILE")]
     pub webhook_secret_file: Option<PathBuf>,
+    /// Serve the fleet page at /ui/ on --listen (never on --webhook-listen): members,
+    /// objects, placement and why, rollouts, failover and services, live.
+    #[arg(long, env = "FLOTILLA_UI")]
+    pub ui: bool,
+    /// File holding the fleet page's bearer token; required when --listen is not a
+    /// loopback address.
+    #[arg(long, value_name = "FILE", env = "FLOTILLA_UI_TOKEN_FILE", requires = "ui")]
+    pub ui_token_file: Option<PathBuf>,
+    /// How often the fleet page reads the members for health and ready replicas (a new
+    /// render shows at once).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration)]
+    pub ui_refresh: Duration,
     /// Where fetched repositories are cached.
     #[arg(long, value_name = "DIR", env = "FLOTILLA_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,

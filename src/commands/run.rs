@@ -58,7 +58,13 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
     let failover = args.agent.is_none().then(|| failover(&args)).transpose()?;
     let heartbeat = heartbeat(&args);
     let rollouts = rollouts(&args, in_cluster);
+    let ui = args
+        .ui
+        .then(|| crate::ui::token(args.ui_token_file.as_deref(), &args.listen))
+        .transpose()?
+        .map(|token| crate::ui::Settings { token, every: args.ui_refresh });
     Ok(Config {
+        ui,
         rollouts,
         failover,
         heartbeat,

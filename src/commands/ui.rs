@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -15,23 +15,7 @@ use crate::clusters;
 use crate::ui::{Snapshot, Ui, model};
 
 pub fn ui(args: UiArgs) -> anyhow::Result<Outcome> {
-    let token = match &args.ui_token_file {
-        Some(file) => {
-            let token = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-            let token = token.trim().to_owned();
-            if token.is_empty() || token.contains(|c: char| c.is_whitespace() || c.is_control() || c == ';') {
-                bail!("{}: the token must be one word of printable characters", file.display());
-            }
-            Some(token)
-        }
-        None if !args.listen.ip().is_loopback() => {
-            bail!(
-                "--listen {} is not a loopback address: give --ui-token-file, so that only holders of the token read the fleet",
-                args.listen
-            )
-        }
-        None => None,
-    };
+    let token = crate::ui::token(args.ui_token_file.as_deref(), &args.listen.to_string())?;
     let first = snapshot(&args)?;
     let (publish, snapshots) = watch::channel(Arc::new(first));
     let runtime = runtime()?;
@@ -102,5 +86,5 @@ fn snapshot(args: &UiArgs) -> anyhow::Result<Snapshot> {
     }
     let objects = clusters::status::objects(&plan, &observed);
     let fleet = model::fleet(&plan, &objects, &errors);
-    Ok(Snapshot { fleet, plan: Arc::new(plan), state: state.unwrap_or_default() })
+    Ok(Snapshot { fleet, plan: Some(Arc::new(plan)), state: state.unwrap_or_default(), status: None })
 }

@@ -30,6 +30,23 @@ pub(super) fn endpoints_loop(
     Some(tokio::spawn(loop_.run(inputs)))
 }
 
+/// The fleet page's feed, on its own task, when the page is on.
+pub(super) fn fleet_page(
+    config: &Config,
+    parts: &Parts,
+    (publish, health): (
+        watch::Sender<Arc<crate::ui::Snapshot>>,
+        Option<watch::Receiver<flotilla_core::model::ClusterState>>,
+    ),
+    plans: &watch::Receiver<Option<Arc<flotilla_core::model::Plan>>>,
+    stop: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let every = config.ui.as_ref()?.every;
+    let feed =
+        crate::ui::feed::Feed { access: access(config, parts), board: parts.board.clone(), health, every, publish };
+    Some(tokio::spawn(feed.run(crate::ui::feed::Inputs { rendered: plans.clone(), stop: stop.clone() })))
+}
+
 /// The failover loop, in the push controller, on its own task; its overlay feeds the
 /// reconcile loop's renders, and a new overlay wakes it.
 pub(super) fn failover_loop(

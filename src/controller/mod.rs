@@ -66,6 +66,8 @@ pub struct Config {
     /// The rollout loop (`None` for a pull-mode agent without a heartbeat host: it
     /// applies what it renders).
     pub rollouts: Option<crate::rollouts::Settings>,
+    /// The fleet page at `/ui/` on the main listener, when on.
+    pub ui: Option<crate::ui::Settings>,
 }
 
 /// A pull-mode agent's heartbeat Lease in the push controller's host cluster.
@@ -94,7 +96,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let parts = Parts { metrics, board: Arc::default(), host: Arc::new(Host::new(config.host.clone())), pool };
     let (triggers, triggered) = mpsc::unbounded_channel();
     let (deliver, deliveries) = mpsc::unbounded_channel();
-    serve(&config, &parts, Arc::new(registry), triggers.clone(), deliver).await?;
+    let (page, snapshots) = watch::channel(Arc::default());
+    let ui = config.ui.as_ref().map(|s| crate::ui::Ui::new(snapshots, s.token.clone()));
+    serve(&config, &parts, Arc::new(registry), (triggers.clone(), deliver), ui).await?;
 
     let git = open_branch(&config).await?;
     let wake = triggers.clone();
@@ -114,6 +118,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     });
     let endpoints = members::endpoints_loop(&config, &parts, &leadership, &plans, &stop);
     let heartbeat = members::heartbeat(&config, &stop);
+    let feed = members::fleet_page(&config, &parts, (page, overlay.clone()), &plans, &stop);
     let (publish, publications) = mpsc::unbounded_channel();
     let (publications, rolling) = members::rollouts_loop(
         &config,
@@ -146,7 +151,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: leadership.subscribe(), stop });
     tokio::join!(reconciling, previewing, converging);
     info!("stopping");
-    for task in [autoscaler, endpoints, failover, heartbeat, rolling].into_iter().flatten() {
+    for task in [autoscaler, endpoints, failover, heartbeat, rolling, feed].into_iter().flatten() {
         let _ = task.await;
     }
     leadership.release().await;
@@ -171,8 +176,8 @@ async fn serve(
     config: &Config,
     parts: &Parts,
     registry: Arc<Registry>,
-    triggers: mpsc::UnboundedSender<Trigger>,
-    pulls: mpsc::UnboundedSender<crate::forge::PullRequest>,
+    (triggers, pulls): (mpsc::UnboundedSender<Trigger>, mpsc::UnboundedSender<crate::forge::PullRequest>),
+    ui: Option<crate::ui::Ui>,
 ) -> anyhow::Result<()> {
     use crate::server;
     let bind = async |address: &str| {
@@ -180,6 +185,10 @@ async fn serve(
     };
     let listener = bind(&config.listen).await?;
     let mut app = server::router(server::Endpoints { board: parts.board.clone(), registry });
+    // The fleet page is on the main listener only: exposing webhooks never exposes it.
+    if let Some(ui) = ui {
+        app = app.merge(ui.router());
+    }
     if let Some(secret) = config.webhook_secret.clone() {
         let mut hooks = server::webhook::router(Webhooks {
             secret: secret.clone(),
@@ -210,7 +219,8 @@ async fn serve(
             None => app = app.merge(hooks),
         }
     }
-    info!(address = %listener.local_addr()?, "serving /healthz, /readyz, /metrics and /status");
+    let page = if config.ui.is_some() { " and the fleet page at /ui/" } else { "" };
+    info!(address = %listener.local_addr()?, "serving /healthz, /readyz, /metrics and /status{page}");
     tokio::spawn(server::serve(listener, app, server::Limits::default()));
     Ok(())
 }

@@ -6,15 +6,17 @@
 //! token is required (`--ui-token-file`): as an `Authorization` header, or the cookie
 //! `/ui/login` sets.
 
+pub mod feed;
 pub mod model;
 mod pages;
+mod views;
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
@@ -22,16 +24,61 @@ use axum::routing::get;
 use flotilla_core::model::{ClusterState, ObjectKey, Plan};
 use tokio::sync::watch;
 
+use crate::status::Status;
 use model::{Filter, Fleet};
 
 /// What the page shows: the fleet, and the plan and state it was built from (for `why`).
+#[derive(Default)]
 pub struct Snapshot {
     /// The fleet.
     pub fleet: Fleet,
-    /// The plan.
-    pub plan: Arc<Plan>,
+    /// The plan (none before the controller's first render).
+    pub plan: Option<Arc<Plan>>,
     /// The cluster state it was rendered with.
     pub state: ClusterState,
+    /// The controller's status (`/status`), when a controller serves the page: each
+    /// member's target and applied revision, rollouts, failover, services.
+    pub status: Option<Status>,
+}
+
+/// The fleet page in the controller (`flotilla run --ui`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The bearer token a request must carry (required off loopback).
+    pub token: Option<String>,
+    /// Time between readings of the members.
+    pub every: std::time::Duration,
+}
+
+/// The page's token, read from `file`; none may be given only when `listen` is a
+/// loopback address, so that off this machine only holders of the token read the fleet.
+pub fn token(file: Option<&std::path::Path>, listen: &str) -> anyhow::Result<Option<String>> {
+    use anyhow::Context;
+    match file {
+        Some(file) => {
+            let token = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+            let token = token.trim().to_owned();
+            anyhow::ensure!(
+                !token.is_empty() && !token.contains(|c: char| c.is_whitespace() || c.is_control() || c == ';'),
+                "{}: the token must be one word of printable characters",
+                file.display()
+            );
+            Ok(Some(token))
+        }
+        None if !loopback(listen) => anyhow::bail!(
+            "{listen} is not a loopback address: give --ui-token-file, so that only holders of the token read the fleet"
+        ),
+        None => Ok(None),
+    }
+}
+
+/// Whether `listen` (`HOST:PORT`) is a loopback address; a name other than
+/// `localhost` is not taken as one.
+fn loopback(listen: &str) -> bool {
+    match listen.parse::<std::net::SocketAddr>() {
+        Ok(address) => address.ip().is_loopback(),
+        Err(_) => listen.rsplit_once(':').is_some_and(|(host, _)| host == "localhost"),
+    }
 }
 
 /// The page's state: the newest snapshot, watched by every open page.
@@ -59,6 +106,9 @@ impl Ui {
             .route("/ui/workload/{kind}/{namespace}/{name}", get(namespaced))
             .route("/ui/workload/{kind}/{name}", get(cluster_scoped))
             .route("/ui/member/{name}", get(member))
+            .route("/ui/rollouts", get(views::rollouts))
+            .route("/ui/failover", get(views::failover))
+            .route("/ui/services", get(views::services))
             .route("/ui/events", get(events))
             .route("/ui/static/ui.css", get(|| async { asset("text/css", include_str!("assets/ui.css")) }))
             .route("/ui/static/live.js", get(|| async { asset("text/javascript", include_str!("assets/live.js")) }))
@@ -79,6 +129,7 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
 /// Security headers on every answer; 401 without the token where one is required.
 async fn guard(State(ui): State<Ui>, request: Request, next: Next) -> Response {
     let open = request.uri().path() == "/ui/login";
+    let started = std::time::Instant::now();
     let mut response = match &ui.token {
         Some(token) if !open && !presented(&request, token) => {
             (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "a token is required: see /ui/login")
@@ -90,6 +141,12 @@ async fn guard(State(ui): State<Ui>, request: Request, next: Next) -> Response {
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // The time the page took on the server (every page is rendered whole before it is
+    // sent), for browsers' developer tools and the benchmark.
+    let took = format!("render;dur={:.1}", started.elapsed().as_secs_f64() * 1e3);
+    if let Ok(took) = HeaderValue::from_str(&took) {
+        headers.insert(HeaderName::from_static("server-timing"), took);
+    }
     response
 }
 
@@ -140,7 +197,9 @@ fn workload(ui: &Ui, kind: &str, namespace: Option<&str>, name: &str) -> Respons
         .workloads
         .iter()
         .find(|w| w.key.kind == kind && w.key.namespace.as_deref() == namespace && w.key.name == name);
-    let explained = found.and_then(|w| flotilla_core::why::explain(&now.plan, &now.state, &w.key).map(|e| (w, e)));
+    let explained = found
+        .zip(now.plan.as_ref())
+        .and_then(|(w, plan)| flotilla_core::why::explain(plan, &now.state, &w.key).map(|e| (w, e)));
     match explained {
         Some((w, e)) => Html(pages::workload(&now.fleet, w, &e).into_string()).into_response(),
         None => {
@@ -160,7 +219,7 @@ async fn member(State(ui): State<Ui>, Path(name): Path<String>) -> Response {
         let page = pages::not_found(&now.fleet, &format!("No member {name}"));
         return (StatusCode::NOT_FOUND, Html(page.into_string())).into_response();
     }
-    Html(pages::member(&now.fleet, &name).into_string()).into_response()
+    Html(pages::member(&now.fleet, &name, now.status.as_ref()).into_string()).into_response()
 }
 
 /// One event per change of the fleet (its revision and a count of changes).

@@ -114,12 +114,18 @@ pub struct Filter {
     pub health: Option<String>,
     /// Only this kind.
     pub kind: Option<String>,
-    /// The page, from 1.
+    /// The page of rows, from 1.
     pub page: Option<usize>,
+    /// The page of member columns, from 1.
+    pub columns: Option<usize>,
 }
 
 /// Rows per page of the overview.
 pub const PAGE: usize = 50;
+
+/// Member columns per page of the overview: a page stays small (well under 200 KB) at a
+/// thousand members, as rows do at thousands of objects.
+pub const COLUMNS: usize = 20;
 
 impl Filter {
     fn keeps(&self, w: &Workload) -> bool {
@@ -144,5 +150,18 @@ impl Filter {
         let page = self.page.unwrap_or(1).clamp(1, pages);
         let shown = kept.iter().skip((page - 1) * PAGE).take(PAGE).copied().collect();
         (shown, kept.len(), pages)
+    }
+
+    /// The member columns this filter shows: only the filtered member when one is
+    /// given, else a page of [`COLUMNS`]; with that page and the number of pages.
+    pub fn columns<'f>(&self, fleet: &'f Fleet) -> (Vec<&'f str>, usize, usize) {
+        if let Some(m) = self.member.as_deref().filter(|m| !m.is_empty()) {
+            let one: Vec<&str> = fleet.members.get_key_value(m).map(|(k, _)| k.as_str()).into_iter().collect();
+            return (one, 1, 1);
+        }
+        let pages = fleet.members.len().div_ceil(COLUMNS).max(1);
+        let page = self.columns.unwrap_or(1).clamp(1, pages);
+        let shown = fleet.members.keys().skip((page - 1) * COLUMNS).take(COLUMNS).map(String::as_str).collect();
+        (shown, page, pages)
     }
 }

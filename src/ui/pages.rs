@@ -4,12 +4,13 @@
 
 use maud::{DOCTYPE, Markup, html};
 
-use super::model::{Cell, Filter, Fleet, Workload};
+use super::model::{COLUMNS, Cell, Filter, Fleet, Workload};
+use crate::status::Status;
 use flotilla_core::why::Explanation;
 
 /// Text from a repository or a member, control characters written out (maud escapes
 /// the HTML).
-fn t(text: &str) -> String {
+pub(super) fn t(text: &str) -> String {
     flotilla_core::escape::visible(text).into_owned()
 }
 
@@ -27,11 +28,11 @@ pub fn workload_url(w: &Workload) -> String {
     }
 }
 
-fn member_url(name: &str) -> String {
+pub(super) fn member_url(name: &str) -> String {
     format!("/ui/member/{}", segment(name))
 }
 
-fn layout(title: &str, revision: &str, body: Markup) -> Markup {
+pub(super) fn layout(title: &str, revision: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -45,6 +46,11 @@ fn layout(title: &str, revision: &str, body: Markup) -> Markup {
             body {
                 header {
                     a href="/ui/" { "flotilla" }
+                    nav.views {
+                        a href="/ui/rollouts" { "Rollouts" } " "
+                        a href="/ui/failover" { "Failover" } " "
+                        a href="/ui/services" { "Services" }
+                    }
                     span.revision { "revision " code { (t(revision)) } }
                 }
                 main id="main" { (body) }
@@ -53,7 +59,7 @@ fn layout(title: &str, revision: &str, body: Markup) -> Markup {
     }
 }
 
-fn class_of(health: &str) -> &'static str {
+pub(super) fn class_of(health: &str) -> &'static str {
     match health.split([' ', ':']).next().unwrap_or_default() {
         "Healthy" => "healthy",
         "Progressing" => "progressing",
@@ -81,7 +87,8 @@ pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
     let (rows, kept, pages) = filter.page(fleet);
     let page = filter.page.unwrap_or(1).clamp(1, pages);
     let value = |v: &Option<String>| v.clone().unwrap_or_default();
-    let link = |page: usize| {
+    let (columns, column, column_pages) = filter.columns(fleet);
+    let link = |page: usize, column: usize| {
         let mut query = form_urlencoded::Serializer::new(String::new());
         for (k, v) in [
             ("namespace", &filter.namespace),
@@ -94,6 +101,9 @@ pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
             }
         }
         query.append_pair("page", &page.to_string());
+        if column > 1 {
+            query.append_pair("columns", &column.to_string());
+        }
         format!("/ui/?{}", query.finish())
     };
     let body = html! {
@@ -118,11 +128,14 @@ pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
             }
             button type="submit" { "Filter" }
         }
-        p.count { (kept) " objects · page " (page) " of " (pages) }
+        p.count {
+            (kept) " objects · page " (page) " of " (pages)
+            @if column_pages > 1 { " · members " ((column - 1) * COLUMNS + 1) "–" ((column - 1) * COLUMNS + columns.len()) " of " (fleet.members.len()) }
+        }
         table.fleet {
             thead { tr {
                 th scope="col" { "Object" }
-                @for (name, m) in &fleet.members {
+                @for (name, m) in columns.iter().map(|n| (*n, &fleet.members[*n])) {
                     th scope="col" {
                         a href=(member_url(name)) { (t(name)) }
                         @if m.error.is_some() { " " span.unhealthy { "unreachable" } }
@@ -133,8 +146,8 @@ pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
                 @for w in &rows {
                     tr {
                         th scope="row" { a href=(workload_url(w)) { (t(&w.path())) } }
-                        @for name in fleet.members.keys() {
-                            @match w.cells.get(name) {
+                        @for name in &columns {
+                            @match w.cells.get(*name) {
                                 Some(c) => (cell(name, w, c)),
                                 None => td.absent data-member=(name) data-workload=(w.path()) { "—" },
                             }
@@ -144,8 +157,10 @@ pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
             }
         }
         nav.pages {
-            @if page > 1 { a href=(link(page - 1)) rel="prev" { "← previous" } " " }
-            @if page < pages { a href=(link(page + 1)) rel="next" { "next →" } }
+            @if page > 1 { a href=(link(page - 1, column)) rel="prev" { "← previous" } " " }
+            @if page < pages { a href=(link(page + 1, column)) rel="next" { "next →" } }
+            @if column > 1 { " " a href=(link(page, column - 1)) { "← members" } }
+            @if column < column_pages { " " a href=(link(page, column + 1)) { "members →" } }
         }
     };
     layout("Fleet", &fleet.revision, body)
@@ -198,8 +213,9 @@ pub fn workload(fleet: &Fleet, w: &Workload, e: &Explanation) -> Markup {
     layout(&w.path(), &fleet.revision, body)
 }
 
-/// One member: what the plan places there and how each object is.
-pub fn member(fleet: &Fleet, name: &str) -> Markup {
+/// One member: what the plan places there and how each object is, and where the
+/// controller stands with it (when a controller serves the page).
+pub fn member(fleet: &Fleet, name: &str, status: Option<&Status>) -> Markup {
     let m = &fleet.members[name];
     let placed: Vec<(&Workload, &Cell)> =
         fleet.workloads.iter().filter_map(|w| w.cells.get(name).map(|c| (w, c))).collect();
@@ -207,6 +223,8 @@ pub fn member(fleet: &Fleet, name: &str) -> Markup {
         h1 { (t(name)) }
         p { (m.sync_mode) " member · " (m.objects) " objects placed" }
         @if let Some(error) = &m.error { p.unhealthy { "Not read: " (t(error)) } }
+        @if let Some(status) = status { (super::views::member_status(name, status)) }
+        h2 { "Objects" }
         table.members {
             thead { tr { th scope="col" { "Object" } th scope="col" { "Desired" } th scope="col" { "Ready" } th scope="col" { "Health" } } }
             tbody { @for (w, c) in &placed {

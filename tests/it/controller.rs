@@ -434,7 +434,7 @@ async fn two_controllers_share_a_lease_and_the_standby_takes_over() {
 /// `flotilla run ARGS` reading the `git daemon` on `port`, with the members' kubeconfig
 /// and a cache directory of its own (returned: it lives as long as the controller),
 /// quiet, serving on a free port.
-fn run_on_daemon(port: u16, args: &[&str]) -> (Running, u16, tempfile::TempDir) {
+pub fn run_on_daemon(port: u16, args: &[&str]) -> (Running, u16, tempfile::TempDir) {
     let (http_port, cache) = (free_port(), tempfile::tempdir().unwrap());
     let controller = run_from_daemon(port)
         .args(args)

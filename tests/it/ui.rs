@@ -338,3 +338,104 @@ fn in_chromium_the_page_updates_without_a_reload_and_markup_stays_text() {
     );
     assert_eq!(shown, serde_json::json!([0, true]));
 }
+
+/// A Deployment of `replicas` divided 1:1 over member1 and member2, in `ns`.
+fn divided(ns: &str, replicas: u32) -> String {
+    let mut repo = crate::apply::fleet(ns, &[("settings", &["member1"])]);
+    repo.push_str(&format!(
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  replicas: {replicas}\n\
+         \x20 selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n\
+         \x20   spec: {{containers: [{{name: web, image: registry.example/web:1}}]}}\n---\n\
+         apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n\
+         \x20 resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}]\n  placement:\n\
+         \x20   clusterAffinity: {{clusterNames: [member1, member2]}}\n    replicaScheduling:\n\
+         \x20     replicaSchedulingType: Divided\n      replicaDivisionPreference: Weighted\n      weightPreference:\n\
+         \x20       staticWeightList:\n        - {{targetCluster: {{clusterNames: [member1]}}, weight: 1}}\n\
+         \x20       - {{targetCluster: {{clusterNames: [member2]}}, weight: 1}}\n"
+    ));
+    repo
+}
+
+fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_controller_serves_the_page_on_its_main_listener_only_with_its_own_state() {
+    let ns = "e2e-ui-ctrl";
+    let repo = crate::controller::serve(&divided(ns, 4));
+    let secret = tempfile::tempdir().unwrap();
+    let secret_file = secret.path().join("secret");
+    std::fs::write(&secret_file, "hook-secret-ui").unwrap();
+    let hooks = free_port();
+    let hooks_at = format!("127.0.0.1:{hooks}");
+    let args = ["--ui", "--ui-refresh", "500ms", "--interval", "1", "--instance", "ui-ctrl"];
+    let (_controller, port, _cache) = crate::controller::run_on_daemon(
+        repo.port,
+        &[&args[..], &["--webhook-listen", &hooks_at, "--webhook-secret-file", secret_file.to_str().unwrap()]].concat(),
+    );
+    let web = "Deployment/e2e-ui-ctrl/web";
+    wait_until("the first render on the page", Duration::from_secs(60), || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok() && cell(&get(port, "/ui/", &[]).2, "member1", web).is_some()
+    });
+    let page = get(port, "/ui/", &[]).2;
+    assert_eq!(cell(&page, "member1", web).as_deref(), Some("2"), "{page}");
+    assert_eq!(cell(&page, "member2", web).as_deref(), Some("2"), "{page}");
+
+    // The member page holds the controller's own view: converged on the revision it
+    // rendered, target and applied.
+    wait_until("member1 current on the page", Duration::from_secs(30), || {
+        get(port, "/ui/member/member1", &[]).2.contains("data-state=\"current\"")
+    });
+    let member = get(port, "/ui/member/member1", &[]).2;
+    assert!(member.contains("Target revision") && member.contains("Applied revision"), "{member}");
+
+    // Never on the webhook listener.
+    assert_eq!(get(hooks, "/ui/", &[]).0, 404, "the page is not served beside the webhooks");
+
+    // A commit shows without a reload: an event, then 4 and 4.
+    let mut events = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    events.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    events.write_all(b"GET /ui/events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    write(repo.work.path(), "fleet.yaml", divided(ns, 8).as_bytes());
+    crate::controller::commit_and_push(repo.work.path(), "eight");
+    wait_until("8 replicas as 4 and 4", Duration::from_secs(15), || {
+        let page = get(port, "/ui/", &[]).2;
+        cell(&page, "member1", web).as_deref() == Some("4") && cell(&page, "member2", web).as_deref() == Some("4")
+    });
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("data: ") {
+        let mut chunk = [0u8; 1024];
+        let n = events.read(&mut chunk).expect("an event for the commit");
+        seen.extend_from_slice(&chunk[..n]);
+    }
+
+    // The controller's views answer; the workload page explains the split.
+    for view in ["/ui/rollouts", "/ui/failover", "/ui/services"] {
+        let (code, _, body) = get(port, view, &[]);
+        assert_eq!(code, 200, "{view}");
+        assert!(!body.contains("flotilla run --ui"), "{view} is the controller's, not the laptop's: {body}");
+    }
+    let explained = get(port, &format!("/ui/workload/{web}"), &[]).2;
+    assert!(explained.contains("8 replicas over static weights member1:1 member2:1 (sum 2)"), "{explained}");
+}
+
+#[test]
+fn the_controller_refuses_an_open_page_off_loopback() {
+    let (code, out, err) = crate::support::run(&[
+        "run",
+        "--repo",
+        "/nonexistent",
+        "--kubeconfig",
+        "/nonexistent",
+        "--ui",
+        "--listen",
+        "0.0.0.0:0",
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("0.0.0.0:0 is not a loopback address: give --ui-token-file"), "{err}");
+}
