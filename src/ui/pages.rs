@@ -82,11 +82,37 @@ fn cell(member: &str, w: &Workload, c: &Cell) -> Markup {
     }
 }
 
+/// The overview's filter form, holding the filter in force.
+fn filters(fleet: &Fleet, filter: &Filter) -> Markup {
+    let value = |v: &Option<String>| v.clone().unwrap_or_default();
+    html! {
+        form method="get" action="/ui/" class="filters" {
+            label { "Namespace " input name="namespace" value=(value(&filter.namespace)); }
+            label { "Kind " input name="kind" value=(value(&filter.kind)); }
+            label { "Member "
+                select name="member" {
+                    option value="" { "any" }
+                    @for name in fleet.members.keys() {
+                        option value=(name) selected[filter.member.as_deref() == Some(name.as_str())] { (t(name)) }
+                    }
+                }
+            }
+            label { "Health "
+                select name="health" {
+                    option value="" { "any" }
+                    option value="healthy" selected[filter.health.as_deref() == Some("healthy")] { "healthy" }
+                    option value="unhealthy" selected[filter.health.as_deref() == Some("unhealthy")] { "unhealthy" }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
 /// The overview: members × workloads, filtered and paged on the server.
 pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
     let (rows, kept, pages) = filter.page(fleet);
     let page = filter.page.unwrap_or(1).clamp(1, pages);
-    let value = |v: &Option<String>| v.clone().unwrap_or_default();
     let (columns, column, column_pages) = filter.columns(fleet);
     let link = |page: usize, column: usize| {
         let mut query = form_urlencoded::Serializer::new(String::new());
@@ -108,26 +134,7 @@ pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
     };
     let body = html! {
         h1 { "Fleet" }
-        form method="get" action="/ui/" class="filters" {
-            label { "Namespace " input name="namespace" value=(value(&filter.namespace)); }
-            label { "Kind " input name="kind" value=(value(&filter.kind)); }
-            label { "Member "
-                select name="member" {
-                    option value="" { "any" }
-                    @for name in fleet.members.keys() {
-                        option value=(name) selected[filter.member.as_deref() == Some(name.as_str())] { (t(name)) }
-                    }
-                }
-            }
-            label { "Health "
-                select name="health" {
-                    option value="" { "any" }
-                    option value="healthy" selected[filter.health.as_deref() == Some("healthy")] { "healthy" }
-                    option value="unhealthy" selected[filter.health.as_deref() == Some("unhealthy")] { "unhealthy" }
-                }
-            }
-            button type="submit" { "Filter" }
-        }
+        (filters(fleet, filter))
         p.count {
             (kept) " objects · page " (page) " of " (pages)
             @if column_pages > 1 { " · members " ((column - 1) * COLUMNS + 1) "–" ((column - 1) * COLUMNS + columns.len()) " of " (fleet.members.len()) }

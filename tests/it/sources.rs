@@ -50,21 +50,7 @@ fn objects(stream: &str) -> BTreeMap<String, Value> {
 
 /// A copy of the fixture in a temporary directory.
 fn copy() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let src = root().join(FIXTURE);
-    let mut pending = vec![src.clone()];
-    while let Some(d) = pending.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-                write(dir.path(), &rel, &std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    dir
+    crate::support::copy_tree(&root().join(FIXTURE))
 }
 
 fn render(repo: &str) -> Value {

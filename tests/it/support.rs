@@ -111,3 +111,21 @@ pub fn certificate(dir: &Path) -> (PathBuf, PathBuf) {
     assert!(status.success());
     (cert, key)
 }
+
+/// A copy of the directory tree `src` in a new temporary directory.
+pub fn copy_tree(src: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pending = vec![src.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let rel = path.strip_prefix(src).unwrap().to_string_lossy().into_owned();
+                write(dir.path(), &rel, &std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    dir
+}

@@ -59,19 +59,7 @@ fn serve(repo: &Path, extra: &[&str], port: u16) -> Running {
 /// The seed repository in a temporary directory, with a file whose name is markup and a
 /// Secret placed on member1.
 fn seed() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let src = root().join("examples/repo");
-    let mut pending = vec![src.clone()];
-    while let Some(d) = pending.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                write(dir.path(), &path.strip_prefix(&src).unwrap().to_string_lossy(), &std::fs::read(&path).unwrap());
-            }
-        }
-    }
+    let dir = crate::support::copy_tree(&root().join("examples/repo"));
     let hostile = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: quoted, namespace: default}\ndata: {k: v}\n---\n\
          apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: default}\nstringData: {password: hunter2-ui}\n---\n\
          apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {name: ui-extras, namespace: default}\n\
