@@ -104,6 +104,10 @@ pub struct UiArgs {
     /// How long a request to a member may take.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub request_timeout: Duration,
+    /// The instance whose objects the workload page compares with the members (`live=1`):
+    /// an object another instance owns is shown as a conflict.
+    #[arg(long, default_value = "default", value_parser = instance_name)]
+    pub instance: String,
 }
 
 /// `flotilla why`.

@@ -84,6 +84,11 @@ pub struct RunArgs {
     /// loopback address.
     #[arg(long, value_name = "FILE", env = "FLOTILLA_UI_TOKEN_FILE", requires = "ui")]
     pub ui_token_file: Option<PathBuf>,
+    /// Also accept a Kubernetes bearer token on the fleet page: the host cluster reviews
+    /// it (TokenReview), and its user must be allowed to `get` `fleets.flotilla.dev`
+    /// named after --instance in --namespace (SubjectAccessReview).
+    #[arg(long, env = "FLOTILLA_UI_KUBERNETES_AUTH", requires = "ui")]
+    pub ui_kubernetes_auth: bool,
     /// How often the fleet page reads the members for health and ready replicas (a new
     /// render shows at once).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration)]

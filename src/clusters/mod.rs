@@ -82,6 +82,55 @@ pub struct Options<'a> {
     pub acting_as: Option<&'a str>,
 }
 
+/// How a loop other than the reconcile loop writes to (or dry-runs against) members, as
+/// the reconcile loop does: its credentials' trust, its limits, its source and user.
+#[derive(Debug, Clone)]
+pub struct Applying {
+    /// Which kubeconfig credentials to trust.
+    pub trust: connect::Trust,
+    /// Requests in flight per cluster.
+    pub concurrency: usize,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+    /// Per-cluster timeout.
+    pub cluster_timeout: Duration,
+    /// The followed repository, recorded in each inventory.
+    pub source: flotilla_core::inventory::Source,
+    /// The user objects are written as in each member, if any.
+    pub acting_as: Option<String>,
+    /// This controller's instance.
+    pub instance: String,
+}
+
+impl Applying {
+    /// The options of one attempt per cluster (the loop retries on its own schedule) for
+    /// inventory `instance`, taking over no other source's inventory.
+    pub fn options<'a>(
+        &'a self,
+        instance: &'a str,
+        pool: &'a connect::Pool,
+        fence: &'a Fence,
+        scope: Option<&'a flotilla_core::project::Project>,
+    ) -> Options<'a> {
+        Options {
+            progress: false,
+            instance,
+            trust: self.trust,
+            pool,
+            budget: Default::default(),
+            concurrency: self.concurrency,
+            request_timeout: self.request_timeout,
+            cluster_timeout: self.cluster_timeout,
+            retry: false,
+            fence,
+            source: &self.source,
+            adopt: false,
+            scope,
+            acting_as: self.acting_as.as_deref(),
+        }
+    }
+}
+
 /// The outcome for one cluster.
 pub type Outcome = Result<Report, String>;
 

@@ -60,9 +60,9 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
     let rollouts = rollouts(&args, in_cluster);
     let ui = args
         .ui
-        .then(|| crate::ui::token(args.ui_token_file.as_deref(), &args.listen))
+        .then(|| crate::ui::token(args.ui_token_file.as_deref(), &args.listen, args.ui_kubernetes_auth))
         .transpose()?
-        .map(|token| crate::ui::Settings { token, every: args.ui_refresh });
+        .map(|token| crate::ui::Settings { token, kubernetes: args.ui_kubernetes_auth, every: args.ui_refresh });
     Ok(Config {
         ui,
         rollouts,

@@ -15,7 +15,7 @@ use crate::clusters;
 use crate::ui::{Snapshot, Ui, model};
 
 pub fn ui(args: UiArgs) -> anyhow::Result<Outcome> {
-    let token = crate::ui::token(args.ui_token_file.as_deref(), &args.listen.to_string())?;
+    let token = crate::ui::token(args.ui_token_file.as_deref(), &args.listen.to_string(), false)?;
     let first = snapshot(&args)?;
     let (publish, snapshots) = watch::channel(Arc::new(first));
     let runtime = runtime()?;
@@ -24,11 +24,33 @@ pub fn ui(args: UiArgs) -> anyhow::Result<Outcome> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         info!(address = %listener.local_addr()?, "serving the fleet page at /ui/");
-        let app = Ui::new(snapshots, token).router();
+        let app = Ui::new(snapshots, crate::ui::auth::Auth::new(token, None)).comparing(live(&args)?).router();
         tokio::spawn(crate::server::serve(listener, app, crate::server::Limits::default()));
         refresh(args, publish).await
     })?;
     Ok(Outcome::Clean)
+}
+
+/// The workload page's comparison with the members of `--kubeconfig`, as `diff --live`
+/// compares (read-only).
+fn live(args: &UiArgs) -> anyhow::Result<crate::ui::live::Live> {
+    let access = clusters::connect::Access {
+        credentials: clusters::credentials::Credentials::File(args.kubeconfig.clone()),
+        host: Arc::new(crate::host::Host::new(None)),
+        pool: Arc::default(),
+        trust: clusters::connect::Trust::default(),
+        request_timeout: args.request_timeout,
+    };
+    let applying = clusters::Applying {
+        trust: clusters::connect::Trust::default(),
+        concurrency: 8,
+        request_timeout: args.request_timeout,
+        cluster_timeout: args.request_timeout * 3,
+        source: Default::default(),
+        acting_as: None,
+        instance: args.instance.clone(),
+    };
+    Ok(crate::ui::live::Live { access, applying, scope: scope(&args.source)?.map(Arc::new) })
 }
 
 /// Renders and reads the fleet every period; publishes it when it changed.

@@ -133,7 +133,7 @@ pub(super) fn rollouts_loop(
 }
 
 /// How the member-watching loops reach members.
-fn access(config: &Config, parts: &Parts) -> crate::clusters::connect::Access {
+pub(super) fn access(config: &Config, parts: &Parts) -> crate::clusters::connect::Access {
     crate::clusters::connect::Access {
         credentials: config.credentials.clone(),
         host: parts.host.clone(),

@@ -97,7 +97,18 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let (triggers, triggered) = mpsc::unbounded_channel();
     let (deliver, deliveries) = mpsc::unbounded_channel();
     let (page, snapshots) = watch::channel(Arc::default());
-    let ui = config.ui.as_ref().map(|s| crate::ui::Ui::new(snapshots, s.token.clone()));
+    let ui = config.ui.as_ref().map(|s| {
+        let reviews = s.kubernetes.then(|| {
+            let (namespace, instance) = (config.reconcile.namespace.clone(), config.reconcile.instance.clone());
+            crate::ui::auth::Kubernetes::new(parts.host.clone(), namespace, instance)
+        });
+        let live = crate::ui::live::Live {
+            access: members::access(&config, &parts),
+            applying: applying(&config.reconcile),
+            scope: config.reconcile.scope.clone(),
+        };
+        crate::ui::Ui::new(snapshots, crate::ui::auth::Auth::new(s.token.clone(), reviews)).comparing(live)
+    });
     serve(&config, &parts, Arc::new(registry), (triggers.clone(), deliver), ui).await?;
 
     let git = open_branch(&config).await?;
@@ -282,6 +293,19 @@ fn members_fleet(
     }
 }
 
+/// How the loops beside the reconcile loop write to members: as it does.
+fn applying(reconcile: &crate::reconciler::Settings) -> crate::clusters::Applying {
+    crate::clusters::Applying {
+        trust: reconcile.trust,
+        concurrency: reconcile.concurrency,
+        request_timeout: reconcile.request_timeout,
+        cluster_timeout: reconcile.cluster_timeout,
+        source: reconcile.source.clone(),
+        acting_as: reconcile.acting_as.clone(),
+        instance: reconcile.instance.clone(),
+    }
+}
+
 /// The preview loop, applying previews as the reconcile loop applies production.
 fn previews_loop(
     follow: crate::previews::Follow,
@@ -292,15 +316,7 @@ fn previews_loop(
     parse_cache: &Arc<Mutex<flotilla_core::load::ParseCache>>,
     leadership: &Leadership,
 ) -> crate::previews::Previews {
-    let apply = crate::previews::Apply {
-        trust: reconcile.trust,
-        concurrency: reconcile.concurrency,
-        request_timeout: reconcile.request_timeout,
-        cluster_timeout: reconcile.cluster_timeout,
-        source: reconcile.source.clone(),
-        acting_as: reconcile.acting_as.clone(),
-        instance: reconcile.instance.clone(),
-    };
+    let apply = applying(reconcile);
     let renderer = crate::rendering::Renderer {
         git: git.clone(),
         path: reconcile.path.clone(),
@@ -317,6 +333,7 @@ fn previews_loop(
         pool: parts.pool.clone(),
         fence: leadership.fence(),
         health: None,
+        board: parts.board.clone(),
     }
 }
 

@@ -39,6 +39,10 @@ pub struct PullRequest {
     pub draft: bool,
     /// Open (false once closed or merged).
     pub open: bool,
+    /// Its title (text from the forge: untrusted).
+    pub title: String,
+    /// Its page on the forge, when the forge gave one with an http or https address.
+    pub link: Option<String>,
 }
 
 /// A commit status's state.
@@ -242,6 +246,8 @@ pub fn pull_request(kind: Kind, item: &Value) -> Option<PullRequest> {
             labels: names(&item["labels"], "name"),
             draft: item["draft"].as_bool().unwrap_or(false),
             open: item["state"].as_str() == Some("open"),
+            title: text(&item["title"]).unwrap_or_default(),
+            link: web(&item["html_url"]),
         }),
         Kind::Gitlab => Some(PullRequest {
             number: item["iid"].as_u64()?,
@@ -250,8 +256,18 @@ pub fn pull_request(kind: Kind, item: &Value) -> Option<PullRequest> {
             labels: names(&item["labels"], "title"),
             draft: item["draft"].as_bool().or_else(|| item["work_in_progress"].as_bool()).unwrap_or(false),
             open: item["state"].as_str() == Some("opened"),
+            title: text(&item["title"]).unwrap_or_default(),
+            link: web(&item["web_url"]),
         }),
     }
+}
+
+/// A web address from the forge, kept only with an http or https scheme (so that it
+/// never becomes a `javascript:` link on the fleet page).
+fn web(v: &Value) -> Option<String> {
+    let url = v.as_str()?;
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    matches!(scheme.as_deref(), Some("http" | "https")).then(|| url.to_owned())
 }
 
 /// Label names: plain strings (GitLab's listings) or objects with `field`.
@@ -425,5 +441,22 @@ mod tests {
         assert_eq!(seen[0], ("GET".into(), "/api/v1/repos/org/fleet/pulls?state=open&limit=100&page=1".into(), token));
         assert!(seen.iter().any(|(m, p, _)| m == "PATCH" && p == "/api/v1/repos/org/fleet/issues/comments/101"));
         assert!(seen.iter().any(|(m, p, _)| m == "GET" && p == "/api/v1/user"));
+    }
+
+    #[test]
+    fn a_pull_request_s_page_is_kept_only_with_a_web_address() {
+        let item = |url: &str| {
+            json!({"number": 3, "title": "<b>bump</b>", "html_url": url, "state": "open",
+                   "head": {"sha": "abc"}, "base": {"ref": "main"}, "labels": []})
+        };
+        let found = pull_request(Kind::Github, &item("https://github.com/org/fleet/pull/3")).unwrap();
+        assert_eq!(found.link.as_deref(), Some("https://github.com/org/fleet/pull/3"));
+        assert_eq!(found.title, "<b>bump</b>", "kept as written: the page escapes it");
+        for url in ["javascript:alert(1)", "JAVASCRIPT://x", "data:text/html,x", "//evil"] {
+            assert_eq!(pull_request(Kind::Gitea, &item(url)).unwrap().link, None, "{url}");
+        }
+        let merge = json!({"iid": 4, "title": "t", "web_url": "https://gitlab.com/org/fleet/-/merge_requests/4",
+                           "state": "opened", "sha": "abc", "target_branch": "main", "labels": []});
+        assert!(pull_request(Kind::Gitlab, &merge).unwrap().link.unwrap().ends_with("/merge_requests/4"));
     }
 }

@@ -97,6 +97,9 @@ pub(super) fn state(fleet: &Fleet, cluster: &str, state: &State) {
             last_success,
         };
         s.settle();
+        if let Some(applied) = applied.as_ref().filter(|a| before.1.as_ref() != Some(a)) {
+            s.record_applied(cluster, applied, &now());
+        }
         before
     });
     if before != (target.clone(), applied.clone()) {

@@ -126,23 +126,7 @@ impl Previews {
     }
 
     fn options<'a>(&'a self, instance: &'a str) -> Options<'a> {
-        let apply = &self.settings.apply;
-        Options {
-            progress: false,
-            instance,
-            trust: apply.trust,
-            pool: &self.pool,
-            budget: Default::default(),
-            concurrency: apply.concurrency,
-            request_timeout: apply.request_timeout,
-            cluster_timeout: apply.cluster_timeout,
-            retry: false,
-            fence: &self.fence,
-            source: &apply.source,
-            adopt: false,
-            scope: self.renderer.scope.as_deref(),
-            acting_as: apply.acting_as.as_deref(),
-        }
+        self.settings.apply.options(instance, &self.pool, &self.fence, self.renderer.scope.as_deref())
     }
 }
 

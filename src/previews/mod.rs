@@ -19,32 +19,13 @@ use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
 use crate::clusters;
-use crate::clusters::connect::{Pool, Trust};
+use crate::clusters::connect::Pool;
 use crate::clusters::credentials::Credentials;
 use crate::forge::{CommitState, Forge, PullRequest, Status};
 use crate::host::Host;
 use crate::leader::Fence;
 use crate::rendering::Renderer;
 use step::{Action, Event, State};
-
-/// How previews are applied (as the reconcile loop applies production).
-#[derive(Debug, Clone)]
-pub struct Apply {
-    /// Which kubeconfig credentials to trust.
-    pub trust: Trust,
-    /// Requests in flight per cluster.
-    pub concurrency: usize,
-    /// Per-request timeout.
-    pub request_timeout: Duration,
-    /// Per-cluster timeout.
-    pub cluster_timeout: Duration,
-    /// The followed repository, recorded in each preview's inventory.
-    pub source: flotilla_core::inventory::Source,
-    /// The user objects are written as in each member, if any.
-    pub acting_as: Option<String>,
-    /// This controller's instance: each preview's inventory is named after it.
-    pub instance: String,
-}
 
 /// Which pull requests to follow, as the command line says.
 pub struct Follow {
@@ -64,7 +45,7 @@ pub struct Settings {
     /// Time between polls of the forge.
     pub poll: Duration,
     /// How previews are applied.
-    pub apply: Apply,
+    pub apply: crate::clusters::Applying,
 }
 
 /// What the loop works with.
@@ -85,6 +66,8 @@ pub struct Previews {
     pub fence: Fence,
     /// Member health from the failover loop (its health taints), if it runs.
     pub health: Option<watch::Receiver<flotilla_core::model::ClusterState>>,
+    /// Where each pull request's plan and preview are shown (`/status` `previews`).
+    pub board: Arc<crate::status::Board>,
 }
 
 /// What wakes the loop.
@@ -142,7 +125,11 @@ impl Previews {
             match event {
                 Some(event) => events.push_back(event),
                 None => match self.forge.open_pulls().await {
-                    Ok(open) => events.extend([Event::Listed(open), Event::Tick(now())]),
+                    Ok(open) => {
+                        let numbers: Vec<u64> = open.iter().map(|p| p.number).collect();
+                        self.board.update(|s| s.previews.retain(|n, _| numbers.contains(n)));
+                        events.extend([Event::Listed(open), Event::Tick(now())])
+                    }
                     Err(e) => {
                         warn!(error = %e, "cannot list the open pull requests");
                         events.push_back(Event::Tick(now()));
@@ -163,7 +150,12 @@ impl Previews {
             Action::Teardown { number, why } => {
                 info!(pull = number, why, "removing the preview");
                 match self.teardown(number, members).await {
-                    Ok(()) => Event::TornDown { number },
+                    Ok(()) => {
+                        self.board.update(|s| {
+                            s.previews.entry(number).and_modify(|p| p.expires = None);
+                        });
+                        Event::TornDown { number }
+                    }
                     Err(e) => {
                         warn!(pull = number, error = format!("{e:#}"), "preview not removed; trying again");
                         Event::Failed { number }
@@ -217,6 +209,11 @@ impl Previews {
         let rendered = revisions.head.to_string();
         match self.post(number, &rendered, &diff, &notes, preview && deployed.is_none()).await {
             Ok(()) => {
+                self.shown(pull, &rendered, |p| {
+                    p.clusters = diff.clusters.iter().map(|(name, c)| (name.clone(), c.summary())).collect();
+                    p.expires =
+                        deployed.map(|at| crate::status::rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(at)));
+                });
                 let took = clock.elapsed();
                 info!(pull = number, head = %rendered, clusters = diff.clusters.len(), ?fetched, ?took, "plan posted");
                 // The head rendered: if the forge's ref lagged behind the announced
@@ -284,7 +281,26 @@ impl Previews {
         }
         let status = status("flotilla/plan", CommitState::Failure, error);
         self.forge.set_status(&pull.head, &status).await?;
+        self.shown(pull, &pull.head, |p| p.error = Some(error.to_owned()));
         Ok(Event::Planned { number: pull.number, head: pull.head.clone(), preview: None })
+    }
+
+    /// Shows pull request `pull`'s plan of `head` in `/status` (and on the fleet page):
+    /// `change` fills in what the plan found. A title and link the forge gave once are
+    /// kept when a later event (a preview granted from the queue) comes without them.
+    fn shown(&self, pull: &PullRequest, head: &str, change: impl FnOnce(&mut crate::status::PreviewStatus)) {
+        self.board.update(|s| {
+            let old = s.previews.remove(&pull.number).unwrap_or_default();
+            let mut shown = crate::status::PreviewStatus {
+                title: if pull.title.is_empty() { old.title } else { pull.title.clone() },
+                link: pull.link.clone().or(old.link),
+                head: head.to_owned(),
+                planned: crate::status::rfc3339(SystemTime::now()),
+                ..Default::default()
+            };
+            change(&mut shown);
+            s.previews.insert(pull.number, shown);
+        });
     }
 
     /// Fetches the pull request's head and the followed branch, and where they met. A
@@ -333,10 +349,7 @@ fn statuses(diff: &plan_diff::PlanDiff, preview_failed: bool) -> Vec<Status> {
     let mut all: Vec<Status> = diff
         .clusters
         .iter()
-        .map(|(name, c)| {
-            let line = format!("{} added, {} changed, {} removed", c.added.len(), c.changed.len(), c.removed.len());
-            status(&format!("flotilla/{name}"), CommitState::Success, &line)
-        })
+        .map(|(name, c)| status(&format!("flotilla/{name}"), CommitState::Success, &c.summary()))
         .collect();
     let summary = match (preview_failed, diff.clusters.len()) {
         (true, _) => status("flotilla/plan", CommitState::Failure, "the preview could not be applied"),

@@ -224,6 +224,8 @@ fn start_waiting(state: &mut State, settings: &Settings, actions: &mut Vec<Actio
             labels: [settings.label.clone()].into(),
             draft: false,
             open: true,
+            title: String::new(),
+            link: None,
         };
         actions.push(Action::Plan { pull: request, preview: true });
     }
@@ -248,6 +250,8 @@ mod tests {
             labels: labels.iter().map(|l| l.to_string()).collect(),
             draft: false,
             open: true,
+            title: String::new(),
+            link: None,
         }
     }
 

@@ -6,7 +6,9 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+mod history;
 mod rollouts;
+pub use history::{AppliedStatus, PreviewStatus};
 pub use rollouts::{FinishedStatus, GateStatus, RolloutStatus, WaveStatus};
 
 /// The controller's state as `/status` shows it.
@@ -73,6 +75,12 @@ pub struct Status {
     /// Per RolloutPolicy (`RolloutPolicy ns/name`): its rollout.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rollouts: BTreeMap<String, RolloutStatus>,
+    /// The revisions the members applied, newest first (the last [`history::KEPT`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<AppliedStatus>,
+    /// Per pull request (its number): its plan and preview.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub previews: BTreeMap<u64, PreviewStatus>,
 }
 
 /// Where one member stands.

@@ -3,10 +3,12 @@
 //! prints). Read-only, server-rendered HTML with one small script for live updates
 //! (server-sent events); every asset is inside the binary. A Content-Security-Policy
 //! allows no inline script or style and nothing from elsewhere. Off loopback a bearer
-//! token is required (`--ui-token-file`): as an `Authorization` header, or the cookie
-//! `/ui/login` sets.
+//! token is required (`--ui-token-file`, or a Kubernetes token: [`auth`]): as an
+//! `Authorization` header, or the cookie `/ui/login` sets.
 
+pub mod auth;
 pub mod feed;
+pub mod live;
 pub mod model;
 mod pages;
 mod views;
@@ -44,15 +46,19 @@ pub struct Snapshot {
 /// The fleet page in the controller (`flotilla run --ui`).
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The bearer token a request must carry (required off loopback).
+    /// The bearer token a request must carry (this or `kubernetes` off loopback).
     pub token: Option<String>,
+    /// Whether a Kubernetes token of the host cluster is accepted (TokenReview and
+    /// SubjectAccessReview).
+    pub kubernetes: bool,
     /// Time between readings of the members.
     pub every: std::time::Duration,
 }
 
 /// The page's token, read from `file`; none may be given only when `listen` is a
-/// loopback address, so that off this machine only holders of the token read the fleet.
-pub fn token(file: Option<&std::path::Path>, listen: &str) -> anyhow::Result<Option<String>> {
+/// loopback address or `reviewed` (a Kubernetes token is checked instead), so that off
+/// this machine only holders of a token read the fleet.
+pub fn token(file: Option<&std::path::Path>, listen: &str, reviewed: bool) -> anyhow::Result<Option<String>> {
     use anyhow::Context;
     match file {
         Some(file) => {
@@ -65,8 +71,8 @@ pub fn token(file: Option<&std::path::Path>, listen: &str) -> anyhow::Result<Opt
             );
             Ok(Some(token))
         }
-        None if !loopback(listen) => anyhow::bail!(
-            "{listen} is not a loopback address: give --ui-token-file, so that only holders of the token read the fleet"
+        None if !loopback(listen) && !reviewed => anyhow::bail!(
+            "{listen} is not a loopback address: give --ui-token-file (or, in the controller, --ui-kubernetes-auth), so that only holders of a token read the fleet"
         ),
         None => Ok(None),
     }
@@ -85,16 +91,21 @@ fn loopback(listen: &str) -> bool {
 #[derive(Clone)]
 pub struct Ui {
     snapshots: watch::Receiver<Arc<Snapshot>>,
-    token: Option<Arc<str>>,
+    auth: auth::Auth,
+    live: Option<Arc<live::Live>>,
 }
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
-const TOKEN_COOKIE: &str = "flotilla_ui_token";
 
 impl Ui {
-    /// A page over `snapshots`, requiring `token` when given.
-    pub fn new(snapshots: watch::Receiver<Arc<Snapshot>>, token: Option<String>) -> Self {
-        Self { snapshots, token: token.map(Arc::from) }
+    /// A page over `snapshots`, open to what `auth` accepts.
+    pub fn new(snapshots: watch::Receiver<Arc<Snapshot>>, auth: auth::Auth) -> Self {
+        Self { snapshots, auth, live: None }
+    }
+
+    /// The same page, comparing a workload with the members on request.
+    pub fn comparing(self, live: live::Live) -> Self {
+        Self { live: Some(Arc::new(live)), ..self }
     }
 
     /// `/ui/…`.
@@ -109,6 +120,8 @@ impl Ui {
             .route("/ui/rollouts", get(views::rollouts))
             .route("/ui/failover", get(views::failover))
             .route("/ui/services", get(views::services))
+            .route("/ui/previews", get(views::previews))
+            .route("/ui/history", get(views::history))
             .route("/ui/events", get(events))
             .route("/ui/static/ui.css", get(|| async { asset("text/css", include_str!("assets/ui.css")) }))
             .route("/ui/static/live.js", get(|| async { asset("text/javascript", include_str!("assets/live.js")) }))
@@ -126,16 +139,29 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "no-cache")], body).into_response()
 }
 
-/// Security headers on every answer; 401 without the token where one is required.
+/// Security headers on every answer; 401 without a token where one is required, 403
+/// for a Kubernetes user not allowed to read the fleet.
 async fn guard(State(ui): State<Ui>, request: Request, next: Next) -> Response {
     let open = request.uri().path() == "/ui/login";
     let started = std::time::Instant::now();
-    let mut response = match &ui.token {
-        Some(token) if !open && !presented(&request, token) => {
+    let verdict = match open {
+        true => auth::Verdict::Allowed,
+        false => ui.auth.judge(auth::presented(&request).as_deref()).await,
+    };
+    let mut response = match verdict {
+        auth::Verdict::Allowed => next.run(request).await,
+        auth::Verdict::Unauthenticated => {
             (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "a token is required: see /ui/login")
                 .into_response()
         }
-        _ => next.run(request).await,
+        auth::Verdict::Forbidden(user) => {
+            let why = format!("{user:?} may not get fleets.flotilla.dev (a Role granting it is in docs/ui.md)");
+            (StatusCode::FORBIDDEN, why).into_response()
+        }
+        auth::Verdict::Unavailable(why) => {
+            tracing::warn!(error = why, "the fleet page cannot review a token");
+            (StatusCode::SERVICE_UNAVAILABLE, "the host cluster cannot review the token now").into_response()
+        }
     };
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
@@ -150,66 +176,74 @@ async fn guard(State(ui): State<Ui>, request: Request, next: Next) -> Response {
     response
 }
 
-/// Whether the request carries `token`: `Authorization: Bearer`, or the login cookie.
-fn presented(request: &Request, token: &str) -> bool {
-    let same = |given: &str| {
-        use subtle_compare::equal;
-        equal(given.as_bytes(), token.as_bytes())
-    };
-    let bearer = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(same);
-    let cookie = request
-        .headers()
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(';').filter_map(|c| c.trim().split_once('=')).any(|(k, v)| k == TOKEN_COOKIE && same(v)));
-    bearer || cookie
-}
-
-/// Comparing a secret in time that does not depend on where it differs.
-mod subtle_compare {
-    pub fn equal(a: &[u8], b: &[u8]) -> bool {
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
-    }
-}
-
 async fn overview(State(ui): State<Ui>, Query(filter): Query<Filter>) -> Html<String> {
     Html(pages::overview(&ui.now().fleet, &filter).into_string())
 }
 
-async fn namespaced(State(ui): State<Ui>, Path((kind, namespace, name)): Path<(String, String, String)>) -> Response {
-    workload(&ui, &kind, Some(&namespace), &name)
+/// A workload page's query: `live=1` compares it with the members (`member=` one).
+#[derive(Debug, Default, serde::Deserialize)]
+struct Asked {
+    live: Option<String>,
+    member: Option<String>,
 }
 
-async fn cluster_scoped(State(ui): State<Ui>, Path((kind, name)): Path<(String, String)>) -> Response {
-    workload(&ui, &kind, None, &name)
+async fn namespaced(
+    State(ui): State<Ui>,
+    Path((kind, namespace, name)): Path<(String, String, String)>,
+    Query(asked): Query<Asked>,
+) -> Response {
+    workload(&ui, &ObjectKey::new("", &kind, Some(&namespace), &name), asked).await
 }
 
-fn workload(ui: &Ui, kind: &str, namespace: Option<&str>, name: &str) -> Response {
+async fn cluster_scoped(
+    State(ui): State<Ui>,
+    Path((kind, name)): Path<(String, String)>,
+    Query(asked): Query<Asked>,
+) -> Response {
+    workload(&ui, &ObjectKey::new("", &kind, None, &name), asked).await
+}
+
+async fn workload(ui: &Ui, wanted: &ObjectKey, asked: Asked) -> Response {
     let now = ui.now();
     let found = now
         .fleet
         .workloads
         .iter()
-        .find(|w| w.key.kind == kind && w.key.namespace.as_deref() == namespace && w.key.name == name);
+        .find(|w| w.key.kind == wanted.kind && w.key.namespace == wanted.namespace && w.key.name == wanted.name);
     let explained = found
         .zip(now.plan.as_ref())
         .and_then(|(w, plan)| flotilla_core::why::explain(plan, &now.state, &w.key).map(|e| (w, e)));
-    match explained {
-        Some((w, e)) => Html(pages::workload(&now.fleet, w, &e).into_string()).into_response(),
-        None => {
-            let what = model::path(&ObjectKey::new("", kind, namespace, name));
-            (
-                StatusCode::NOT_FOUND,
-                Html(pages::not_found(&now.fleet, &format!("No placed object {what}")).into_string()),
-            )
-                .into_response()
+    let Some((w, e)) = explained else {
+        let what = model::path(wanted);
+        let page = pages::not_found(&now.fleet, &format!("No placed object {what}"));
+        return (StatusCode::NOT_FOUND, Html(page.into_string())).into_response();
+    };
+    let live = match (&ui.live, &now.plan, asked.live.is_some()) {
+        (Some(live), Some(plan), true) => {
+            let placed: Vec<String> = w.cells.keys().cloned().collect();
+            let (members, left_out) = live::chosen(&placed, asked.member.as_deref());
+            let (live, plan, key) = (live.clone(), plan.clone(), w.key.clone());
+            // The observation's futures are not `Send` (their stream closures borrow
+            // across awaits), so it runs on a blocking thread of its own, on this runtime.
+            let handle = tokio::runtime::Handle::current();
+            let compared = tokio::task::spawn_blocking(move || {
+                handle.block_on(async move { live.compare(&plan, &key, &members).await })
+            })
+            .await
+            .unwrap_or_else(|e| vec![(String::from("(all)"), Err(format!("the comparison stopped: {e}")))]);
+            Some(live::section(&compared, left_out))
         }
+        (Some(_), Some(_), false) => Some(html_link(&pages::workload_url(w))),
+        _ => None,
+    };
+    Html(pages::workload(&now.fleet, w, &e, live).into_string()).into_response()
+}
+
+/// The link that asks for the live comparison.
+fn html_link(url: &str) -> maud::Markup {
+    maud::html! {
+        h2 { "Live" }
+        p { a href=(format!("{url}?live=1")) { "Compare with the members" } " (a server-side dry run in each, at most " (live::AT_MOST) ")" }
     }
 }
 
@@ -242,16 +276,20 @@ async fn login_form() -> Html<&'static str> {
 }
 
 /// Sets the token cookie (HttpOnly, SameSite=Strict, the page's path) when the token is
-/// right; 401 otherwise.
+/// accepted; 401 otherwise. A token that is not one cookie-safe word is refused.
 async fn login(State(ui): State<Ui>, body: String) -> Response {
+    if !ui.auth.required() {
+        return axum::response::Redirect::to("/ui/").into_response();
+    }
     let given = form_urlencoded::parse(body.as_bytes()).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
-    match (&ui.token, given) {
-        (Some(token), Some(given)) if subtle_compare::equal(given.as_bytes(), token.as_bytes()) => {
-            let cookie = format!("{TOKEN_COOKIE}={given}; Path=/ui; HttpOnly; SameSite=Strict");
+    let given = given.filter(|g| !g.contains(|c: char| c.is_whitespace() || c.is_control() || c == ';'));
+    match ui.auth.judge(given.as_deref()).await {
+        auth::Verdict::Allowed => {
+            let cookie =
+                format!("{}={}; Path=/ui; HttpOnly; SameSite=Strict", auth::TOKEN_COOKIE, given.unwrap_or_default());
             (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, "/ui/".to_owned())])
                 .into_response()
         }
-        (None, _) => axum::response::Redirect::to("/ui/").into_response(),
         _ => (StatusCode::UNAUTHORIZED, "wrong token").into_response(),
     }
 }

@@ -49,7 +49,9 @@ pub(super) fn layout(title: &str, revision: &str, body: Markup) -> Markup {
                     nav.views {
                         a href="/ui/rollouts" { "Rollouts" } " "
                         a href="/ui/failover" { "Failover" } " "
-                        a href="/ui/services" { "Services" }
+                        a href="/ui/services" { "Services" } " "
+                        a href="/ui/previews" { "Pull requests" } " "
+                        a href="/ui/history" { "History" }
                     }
                     span.revision { "revision " code { (t(revision)) } }
                 }
@@ -174,7 +176,7 @@ pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
 }
 
 /// One workload: why it is where it is, and how it is in each member.
-pub fn workload(fleet: &Fleet, w: &Workload, e: &Explanation) -> Markup {
+pub fn workload(fleet: &Fleet, w: &Workload, e: &Explanation, live: Option<Markup>) -> Markup {
     let body = html! {
         h1 { (t(&w.path())) }
         p { "Declared at " code { (t(&e.origin)) } }
@@ -211,6 +213,7 @@ pub fn workload(fleet: &Fleet, w: &Workload, e: &Explanation) -> Markup {
                 }
             } }
         }
+        @if let Some(live) = live { (live) }
         @if let Some(rollout) = &e.rollout { h2 { "Rollout" } p { (t(rollout)) } }
         @if !e.problems.is_empty() {
             h2 { "Problems" }

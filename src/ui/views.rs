@@ -1,7 +1,8 @@
 //! The controller's views of the fleet page: rollouts (waves, soak timers, gates with
-//! their last values), failover (member health, taints, evictions, moves) and
-//! multi-cluster services (providers, consumers, endpoints), and what the controller
-//! holds of each member. All of it is the status `/status` serves, rendered; under
+//! their last values), failover (member health, taints, evictions, moves),
+//! multi-cluster services (providers, consumers, endpoints), pull requests' plans and
+//! previews, the history of applied revisions, and what the controller holds of each
+//! member. All of it is the status `/status` serves, rendered; under
 //! `flotilla ui` (no controller) these pages say where they come from.
 
 use axum::extract::State;
@@ -143,6 +144,61 @@ pub(super) async fn services(State(ui): State<Ui>) -> Html<String> {
             }
         }
     })
+}
+
+pub(super) async fn previews(State(ui): State<Ui>) -> Html<String> {
+    page(&ui, "Pull requests", |status| {
+        html! {
+            @if status.previews.is_empty() { p { "No open pull request has been planned (the preview loop runs with " code { "--forge" } ")." } }
+            @else {
+                table {
+                    thead { tr { th scope="col" { "Pull request" } th scope="col" { "Head" } th scope="col" { "Planned" } th scope="col" { "Members that change" } th scope="col" { "Preview" } } }
+                    tbody { @for (number, p) in &status.previews {
+                        tr data-pull=(number) {
+                            th scope="row" {
+                                @match &p.link { Some(link) => a href=(link) rel="noreferrer" { "#" (number) }, None => { "#" (number) } }
+                                @if !p.title.is_empty() { " " (t(&p.title)) }
+                            }
+                            td { code { (t(short(&p.head))) } }
+                            td { (t(&p.planned)) }
+                            td {
+                                @if let Some(e) = &p.error { span.unhealthy { "does not render: " (t(e)) } }
+                                @else if p.clusters.is_empty() { "none" }
+                                @else { ul { @for (m, line) in &p.clusters { li { a href=(member_url(m)) { (t(m)) } ": " (t(line)) } } } }
+                            }
+                            td { @match &p.expires { Some(at) => { "running, until " (t(at)) }, None => "—" } }
+                        }
+                    } }
+                }
+            }
+        }
+    })
+}
+
+pub(super) async fn history(State(ui): State<Ui>) -> Html<String> {
+    page(&ui, "History", |status| {
+        html! {
+            @if status.history.is_empty() { p { "No member has applied a revision since this controller started." } }
+            @else {
+                table {
+                    thead { tr { th scope="col" { "Revision" } th scope="col" { "First applied" } th scope="col" { "On every member" } th scope="col" { "Members" } } }
+                    tbody { @for h in &status.history {
+                        tr data-revision=(h.revision) {
+                            th scope="row" { code { (t(short(&h.revision))) } }
+                            td { (t(&h.first)) }
+                            td class=(if h.everywhere.is_some() { "healthy" } else { "progressing" }) { (or_dash(&h.everywhere)) }
+                            td { @for (i, (m, at)) in h.members.iter().enumerate() { @if i > 0 { ", " } a href=(member_url(m)) title=(t(at)) { (t(m)) } } }
+                        }
+                    } }
+                }
+            }
+        }
+    })
+}
+
+/// A revision's first 12 characters (a commit id stays recognisable).
+fn short(revision: &str) -> &str {
+    revision.get(..12).unwrap_or(revision)
 }
 
 /// What the controller holds of one member: its target and applied revision, where it

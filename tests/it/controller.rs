@@ -507,6 +507,10 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
     assert!(!can("create", "apps", "deployments", Some("flotilla-system")).await);
     assert!(!can("update", "coordination.k8s.io", "leases", Some("kube-system")).await);
     assert!(!can("list", "", "nodes", None).await);
+    // The fleet page's reviews, and nothing they would read.
+    assert!(can("create", "authentication.k8s.io", "tokenreviews", None).await);
+    assert!(can("create", "authorization.k8s.io", "subjectaccessreviews", None).await);
+    assert!(!can("list", "", "serviceaccounts", Some("kube-system")).await);
 
     // And enough: the controller leads with it and applies, configured exactly as in a
     // Pod, so kube's in-cluster loader (not a kubeconfig) authenticates it.
@@ -531,12 +535,20 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
                 &format!("127.0.0.1:{http_port}"),
             ])
             .args(["--cache-dir", cache.path().to_str().unwrap(), "--leader-elect", "--lease-duration", "5"])
+            .args(["--ui", "--ui-kubernetes-auth"])
             .quiet(),
     );
     wait_for("the ServiceAccount-backed controller to lead", Duration::from_secs(60), || async { ready(http_port) })
         .await;
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member2").await, "e2e-sa");
     assert!(cms.get_opt("via-sa").await.unwrap().is_some());
+    // The fleet page reviews tokens with the in-cluster identity: no token, 401; the
+    // controller's own token names a user the Role flotilla-fleet-viewer is not bound
+    // to, 403 (503 would mean the reviews were refused).
+    assert_eq!(http(http_port, "GET", "/ui/", &[], b"").0, 401);
+    let bearer = format!("Bearer {token}");
+    let (code, body) = http(http_port, "GET", "/ui/", &[("Authorization", &bearer)], b"");
+    assert_eq!(code, 403, "{body}");
 }
 
 /// A client of member `cluster` that authenticates with a ServiceAccount's `token`.
@@ -563,13 +575,19 @@ pub async fn can(client: &kube::Client, verb: &str, group: &str, resource: &str,
 /// Applies the access-control part of a manifest under deploy/ (namespaces, service
 /// accounts, roles and their bindings) to a cluster.
 pub async fn apply_rbac(client: &kube::Client, file: &str) {
+    let text = std::fs::read_to_string(crate::support::root().join(file)).unwrap();
+    let objects: Vec<serde_json::Value> =
+        text.split("\n---\n").map(|doc| serde_saphyr::from_str(doc).unwrap()).collect();
+    apply_access(client, &objects).await;
+}
+
+/// Applies the namespaces, service accounts, roles and their bindings among `objects`.
+pub async fn apply_access(client: &kube::Client, objects: &[serde_json::Value]) {
     use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
     let ssa = PatchParams::apply("e2e").force();
-    let text = std::fs::read_to_string(crate::support::root().join(file)).unwrap();
-    for doc in text.split("\n---\n") {
-        let value: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
+    for value in objects {
         let resource = match value["kind"].as_str().unwrap() {
             "Namespace" => ApiResource::erase::<Namespace>(&()),
             "ServiceAccount" => ApiResource::erase::<ServiceAccount>(&()),
@@ -583,7 +601,7 @@ pub async fn apply_rbac(client: &kube::Client, file: &str) {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
             None => Api::all_with(client.clone(), &resource),
         };
-        api.patch(value["metadata"]["name"].as_str().unwrap(), &ssa, &Patch::Apply(&value)).await.unwrap();
+        api.patch(value["metadata"]["name"].as_str().unwrap(), &ssa, &Patch::Apply(value)).await.unwrap();
     }
 }
 

@@ -135,6 +135,7 @@ async fn a_stopped_member_s_replicas_run_elsewhere_and_nothing_is_lost_when_it_r
             .args(["--cluster-status-update-frequency", "1s", "--cluster-monitor-period", "1s"])
             .args(["--cluster-failure-threshold", "3s", "--cluster-success-threshold", "3s"])
             .args(["--cluster-startup-grace-period", "5s", "--cluster-monitor-grace-period", "10s"])
+            .arg("--ui")
             .quiet(),
     );
     let three_each = || async {
@@ -168,6 +169,14 @@ async fn a_stopped_member_s_replicas_run_elsewhere_and_nothing_is_lost_when_it_r
             (Some(&*format!("apps/v1/Deployment/{ns}/web")), Some("member2"))
         );
         assert!(last["reason"].as_str().unwrap().contains("past its 10s toleration"), "{last}");
+        if trial == 0 {
+            // The fleet page shows member2 not Ready, its taint, and the move.
+            wait_for("the move on the fleet page", Duration::from_secs(5), || async {
+                http(port, "GET", "/ui/failover", &[], b"").1.contains("past its 10s toleration")
+            })
+            .await;
+            tokio::task::block_in_place(|| crate::browser::shoot(port, &[("/ui/failover", "Failover", "failover")]));
+        }
         // No opt-in, no move; nothing left anywhere while member2 is away.
         for m in ["member1", "member3"] {
             assert_eq!(ready(members, m, ns, "steady").await, 1);

@@ -2,6 +2,7 @@
 
 pub mod apply; // `flotilla apply` on real members: seeds, no-op, prune, broken commits, a dead member
 mod autoscale; // the FederatedHPA seed: metrics in members, write-back commits, no flapping
+mod browser; // a real headless Chromium for the fleet page, and its screenshots
 mod cache; // the Git cache: a damaged one is started afresh and the branch still deploys
 mod chaos; // `hack/chaos.sh`: a seeded fault-injection soak with invariants read from the members
 mod cli; // the CLI contract: JSON shape, exit codes, filters, --ref, --out-dir

@@ -58,7 +58,7 @@ fn controller(gitea: &Gitea, kubeconfig: &Path, dir: &Path, http: u16, ttl: &str
                 "flotilla/fleet",
             ])
             .args(["--forge-token-file", token.to_str().unwrap(), "--preview-ttl", ttl])
-            .args(["--preview-poll-interval", poll])
+            .args(["--preview-poll-interval", poll, "--ui"])
             .logged(),
     )
 }
@@ -219,6 +219,17 @@ async fn pull_requests_on_gitea_get_plans_statuses_and_previews() {
         comments(&gitea, number).await.iter().any(|c| c.contains("**Preview**") && c.contains(&preview_ns))
     })
     .await;
+    // The fleet page lists the pull request: its link on the forge, its title, the
+    // members its plan changes, its running preview.
+    let link = format!("/flotilla/fleet/pulls/{number}\"");
+    wait_for("the preview on the fleet page", Duration::from_secs(10), || async {
+        let page = crate::controller::http(http, "GET", "/ui/previews", &[], b"").1;
+        page.contains(&link) && page.contains("change scale") && page.contains("running, until")
+    })
+    .await;
+    let page = crate::controller::http(http, "GET", "/ui/previews", &[], b"").1;
+    assert!(page.contains("0 added, 1 changed, 0 removed"), "{page}");
+    tokio::task::block_in_place(|| crate::browser::shoot(http, &[("/ui/previews", "Pull requests", "previews")]));
 
     // Closing the pull request removes the preview.
     gitea.api("PATCH", &format!("repos/flotilla/fleet/pulls/{number}"), Some(json!({"state": "closed"}))).await;

@@ -306,7 +306,7 @@ async fn a_breaching_gate_halts_the_canary_revert_sends_it_back_and_pause_holds_
     let spec = gated(&prometheus, "60s", "Revert");
     let served = serve(&repo(ns, V1.0, V1.1, &spec));
     let (port, cache) = (free_port(), tempfile::tempdir().unwrap());
-    let controller_ = controller(served.port, "rollout-revert", port, &cache, &[]);
+    let controller_ = controller(served.port, "rollout-revert", port, &cache, &["--ui"]);
     everywhere(members, ns, V1, Duration::from_secs(90)).await;
     write(served.work.path(), "fleet.yaml", repo(ns, V2.0, V2.1, &spec).as_bytes());
     commit_and_push(served.work.path(), "web 2");
@@ -330,6 +330,13 @@ async fn a_breaching_gate_halts_the_canary_revert_sends_it_back_and_pause_holds_
         .await;
     let reverted = breached.elapsed();
     eprintln!("rollout: gate breach → halted {halted:?}, canary back at the last good revision {reverted:?}");
+    // The fleet page shows the halt, the breaching gate with its value, and the revert.
+    wait_for("the halt on the fleet page", Duration::from_secs(5), || async {
+        let page = http(port, "GET", "/ui/rollouts", &[], b"").1;
+        page.contains("halted") && page.contains("(failing)") && page.contains("reverted to")
+    })
+    .await;
+    tokio::task::block_in_place(|| crate::browser::shoot(port, &[("/ui/rollouts", "Rollouts", "rollouts")]));
     drop(controller_);
 
     // Pause: the canary keeps web:2; resume goes on once the gate passes again.

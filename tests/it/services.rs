@@ -107,6 +107,7 @@ async fn a_cross_cluster_service_carries_the_providers_endpoints_to_its_consumer
         run_from_daemon(repo.port)
             .args(["--interval", "2", "--instance", "mcs", "--kubeconfig", &kubeconfig])
             .args(["--listen", &format!("127.0.0.1:{listen}"), "--cache-dir", cache.path().to_str().unwrap()])
+            .arg("--ui")
             .quiet(),
     );
     imported_match(members, ns, ("web", "web"), &["member2"], 2).await;
@@ -131,6 +132,12 @@ async fn a_cross_cluster_service_carries_the_providers_endpoints_to_its_consumer
     .await;
     let (_, printed, _) = run(&["status", "--controller", &format!("http://127.0.0.1:{listen}")]);
     assert!(printed.contains(&format!("service {ns}/web → web")), "{printed}");
+    wait_for("the service on the fleet page", Duration::from_secs(5), || async {
+        let page = http(listen, "GET", "/ui/services", &[], b"").1;
+        page.contains(&format!("data-service=\"{ns}/web\"")) && page.contains("2 endpoints")
+    })
+    .await;
+    tokio::task::block_in_place(|| crate::browser::shoot(listen, &[("/ui/services", "Services", "services")]));
 
     // Pods become ready in member2 one at a time: each address reaches member1.
     let changes: usize = std::env::var("FLOTILLA_BENCH_CHANGES").ok().and_then(|v| v.parse().ok()).unwrap_or(5);

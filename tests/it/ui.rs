@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::browser::Browser;
 use crate::controller::{Running, free_port};
 use crate::members::members;
 use crate::support::{root, write};
@@ -136,7 +137,9 @@ fn the_page_shows_the_split_live_escapes_everything_and_never_a_secret() {
         }
     }
     assert!(
-        visited.contains("/ui/workload/Secret/default/token") && visited.contains("/ui/member/member1"),
+        visited.contains("/ui/workload/Secret/default/token")
+            && visited.contains("/ui/workload/Secret/default/token?live=1")
+            && visited.contains("/ui/member/member1"),
         "{visited:?}"
     );
     assert_eq!(get(port, "/ui/member/nobody", &[]).0, 404);
@@ -179,107 +182,6 @@ fn off_loopback_a_token_is_required() {
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{response}");
     let pair = cookie.split(';').next().unwrap();
     assert_eq!(get(port, "/ui/", &[("Cookie", pair)]).0, 200);
-}
-
-/// One WebDriver call to chromedriver on `port`: its `value`.
-fn webdriver(port: u16, method: &str, path: &str, body: Option<serde_json::Value>) -> serde_json::Value {
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).unwrap();
-    // chromedriver keeps the connection open: read the head, then Content-Length bytes.
-    let mut response = Vec::new();
-    let mut chunk = [0u8; 64 << 10];
-    let body = loop {
-        let n = stream.read(&mut chunk).unwrap();
-        assert!(n > 0, "{method} {path}: chromedriver closed the connection");
-        response.extend_from_slice(&chunk[..n]);
-        let Some(end) = response.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
-        let head = String::from_utf8_lossy(&response[..end]).to_lowercase();
-        let length: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("a Content-Length");
-        if response.len() >= end + 4 + length {
-            break response[end + 4..end + 4 + length].to_vec();
-        }
-    };
-    let text = String::from_utf8_lossy(&body);
-    let value: serde_json::Value =
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: {e}: {text}"));
-    assert!(value["value"].get("error").is_none(), "{method} {path}: {value}");
-    value["value"].clone()
-}
-
-/// A headless Chromium driven by chromedriver, closed on drop.
-struct Browser {
-    port: u16,
-    session: String,
-    _driver: Running,
-    _profile: tempfile::TempDir,
-}
-
-impl Browser {
-    fn start() -> Self {
-        let port = free_port();
-        let driver = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver (Debian's chromium-driver; hack/test.sh installs it)");
-        let driver = Running(driver);
-        let start = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(20), "chromedriver did not listen");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let profile = tempfile::tempdir().unwrap();
-        let args =
-            ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,800", "--disable-dev-shm-usage"];
-        let mut args: Vec<String> = args.map(String::from).to_vec();
-        args.push(format!("--user-data-dir={}", profile.path().display()));
-        let capabilities = serde_json::json!({"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args}
-        }}});
-        let session = webdriver(port, "POST", "/session", Some(capabilities));
-        let session = session["sessionId"].as_str().unwrap().to_owned();
-        Browser { port, session, _driver: driver, _profile: profile }
-    }
-
-    fn open(&self, url: &str) {
-        webdriver(self.port, "POST", &format!("/session/{}/url", self.session), Some(serde_json::json!({"url": url})));
-    }
-
-    fn run(&self, script: &str) -> serde_json::Value {
-        let body = serde_json::json!({"script": script, "args": []});
-        webdriver(self.port, "POST", &format!("/session/{}/execute/sync", self.session), Some(body))
-    }
-
-    /// A screenshot, kept under `$FLOTILLA_UI_SCREENSHOTS/NAME.png` when that is set
-    /// (docs/ui.md's are made so).
-    fn screenshot(&self, name: &str) {
-        let png = webdriver(self.port, "GET", &format!("/session/{}/screenshot", self.session), None);
-        let png = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, png.as_str().unwrap()).unwrap();
-        assert!(png.starts_with(b"\x89PNG"), "a PNG");
-        if let Some(dir) = std::env::var_os("FLOTILLA_UI_SCREENSHOTS") {
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(Path::new(&dir).join(format!("{name}.png")), png).unwrap();
-        }
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ =
-            std::panic::catch_unwind(|| webdriver(self.port, "DELETE", &format!("/session/{}", self.session), None));
-    }
 }
 
 /// The replicas each member's nginx cell shows, as the page's attributes say.
@@ -408,6 +310,12 @@ fn the_controller_serves_the_page_on_its_main_listener_only_with_its_own_state()
         assert_eq!(code, 200, "{view}");
         assert!(!body.contains("flotilla run --ui"), "{view} is the controller's, not the laptop's: {body}");
     }
+    // The history: both revisions, each applied on both members.
+    wait_until("both revisions on both members in the history", Duration::from_secs(30), || {
+        let history = get(port, "/ui/history", &[]).2;
+        history.matches("<tr data-revision=").count() == 2 && history.matches("<td class=\"healthy\">").count() == 2
+    });
+    crate::browser::shoot(port, &[("/ui/history", "History", "history")]);
     let explained = get(port, &format!("/ui/workload/{web}"), &[]).2;
     assert!(explained.contains("8 replicas over static weights member1:1 member2:1 (sum 2)"), "{explained}");
 }
@@ -426,4 +334,105 @@ fn the_controller_refuses_an_open_page_off_loopback() {
     ]);
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("0.0.0.0:0 is not a loopback address: give --ui-token-file"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controller_takes_a_kubernetes_token_its_host_cluster_allows() {
+    use serde_json::json;
+    let ns = "e2e-ui-auth";
+    let host = members().client("member1").await;
+    crate::controller::apply_access(
+        &host,
+        &[
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "viewer", "namespace": ns}}),
+        ],
+    )
+    .await;
+    let token = crate::controller::service_account_token(&host, ns, "viewer").await;
+    let repo = crate::controller::serve(&divided(ns, 2));
+    let kubeconfig = members().kubeconfig().to_str().unwrap().to_owned();
+    let args = ["--ui", "--ui-kubernetes-auth", "--interval", "1", "--instance", "ui-auth", "--namespace", ns];
+    let host_args = ["--host-kubeconfig", &kubeconfig, "--host-context", "member1"];
+    let (_controller, port, _cache) = crate::controller::run_on_daemon(repo.port, &[&args[..], &host_args].concat());
+    wait_until("the controller listening", Duration::from_secs(30), || TcpStream::connect(("127.0.0.1", port)).is_ok());
+    let bearer = format!("Bearer {token}");
+    assert_eq!(get(port, "/ui/", &[]).0, 401, "no token");
+    assert_eq!(get(port, "/ui/", &[("Authorization", "Bearer not-a-token")]).0, 401, "a token nobody issued");
+    let (code, _, body) = get(port, "/ui/", &[("Authorization", &bearer)]);
+    assert_eq!(code, 403, "a user the host knows, not granted the fleet: {body}");
+    assert!(body.contains("system:serviceaccount:e2e-ui-auth:viewer") && !body.contains(&token), "{body}");
+
+    // A Role granting `get` on this instance's fleet: the page opens (once the verdict
+    // kept for 10 s runs out), by header and by the login cookie.
+    crate::controller::apply_access(
+        &host,
+        &[
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "fleet-viewer", "namespace": ns},
+                   "rules": [{"apiGroups": ["flotilla.dev"], "resources": ["fleets"], "resourceNames": ["ui-auth"], "verbs": ["get"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "fleet-viewer", "namespace": ns},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "fleet-viewer"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": ns}]}),
+        ],
+    )
+    .await;
+    tokio::task::block_in_place(|| {
+        wait_until("the granted token to open the page", Duration::from_secs(30), || {
+            get(port, "/ui/", &[("Authorization", &bearer)]).0 == 200
+        });
+        let form = format!("token={token}");
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let request = format!(
+            "POST /ui/login HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+            form.len()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let cookie = answer.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap_or_else(|| panic!("{answer}"));
+        let pair = cookie.split(';').next().unwrap();
+        assert_eq!(get(port, "/ui/", &[("Cookie", pair)]).0, 200);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_workload_page_compares_with_the_members_and_shows_drift() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{Api, Patch, PatchParams};
+    let ns = "e2e-ui-live";
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "fleet.yaml", divided(ns, 4).as_bytes());
+    let (repo, kubeconfig) = (dir.path().to_str().unwrap(), members().kubeconfig().to_str().unwrap());
+    let (code, out, err) = crate::support::run(&["apply", repo, "--kubeconfig", kubeconfig, "--instance", "ui-live"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let port = free_port();
+    let _ui = serve(dir.path(), &["--listen", &format!("127.0.0.1:{port}"), "--instance", "ui-live"], port);
+    let url = format!("/ui/workload/Deployment/{ns}/web");
+    let row = |page: &str, member: &str| {
+        let start = page.find(&format!("<tr data-member=\"{member}\" data-live=\""))?;
+        let rest = &page[start..];
+        Some(rest[..rest.find("</tr>")?].to_owned())
+    };
+    tokio::task::block_in_place(|| {
+        let page = get(port, &url, &[]).2;
+        assert!(page.contains(&format!("{url}?live=1")), "the page offers the comparison: {page}");
+        let live = get(port, &format!("{url}?live=1"), &[]).2;
+        for member in ["member1", "member2"] {
+            let row = row(&live, member).unwrap_or_else(|| panic!("{member}: {live}"));
+            assert!(row.contains("data-live=\"synced\"") && row.contains("in sync"), "{row}");
+        }
+    });
+
+    // Someone scales member1's copy by hand: the comparison shows the field and the value
+    // applying would put back.
+    let deployments: Api<Deployment> = Api::namespaced(members().client("member1").await, ns);
+    let patch = serde_json::json!({"spec": {"replicas": 7}});
+    deployments.patch("web", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    tokio::task::block_in_place(|| {
+        let live = get(port, &format!("{url}?live=1&member=member1"), &[]).2;
+        let drifted = row(&live, "member1").unwrap_or_else(|| panic!("{live}"));
+        assert!(drifted.contains("data-live=\"drifted\""), "{drifted}");
+        assert!(drifted.contains("spec.replicas") && drifted.contains("7 → 2"), "{drifted}");
+        assert!(row(&live, "member2").is_none(), "member= compares that member alone: {live}");
+    });
 }

@@ -231,6 +231,20 @@ spec: {syncMode: Push}
     }
 
     #[test]
+    fn the_plan_of_one_object_finishes_it_as_the_whole_plan_does() {
+        let plan = plan();
+        let none = BTreeSet::new();
+        let key = plan.loaded.templates.iter().find(|t| t.key.name == "web").unwrap().key.clone();
+        let one = plan.only_object(&key, &["member1".to_owned(), "member2".to_owned()]);
+        assert_eq!(one.clusters.keys().collect::<Vec<_>>(), ["member1"], "only where it is placed");
+        let context = Context { instance: "prod", autoscaled: &none };
+        let share = finish(&one, "member1", context);
+        assert_eq!(share.objects.len(), 1);
+        assert_eq!(web(&share), web(&finish(&plan, "member1", context)), "the same manifest and digest");
+        assert!(plan.only_object(&key, &["member2".to_owned()]).clusters.is_empty());
+    }
+
+    #[test]
     fn a_member_hpa_target_leaves_replicas_to_the_hpa_and_the_digest_follows() {
         let plan = plan();
         let none = BTreeSet::new();

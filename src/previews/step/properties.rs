@@ -35,7 +35,16 @@ fn history() -> impl Strategy<Value = Vec<Random>> {
 }
 
 fn pull(n: u64, head: u8, labels: &BTreeSet<String>, open: bool, draft: bool) -> PullRequest {
-    PullRequest { number: n, head: format!("h{head}"), base: "main".into(), labels: labels.clone(), draft, open }
+    PullRequest {
+        number: n,
+        head: format!("h{head}"),
+        base: "main".into(),
+        labels: labels.clone(),
+        draft,
+        open,
+        title: String::new(),
+        link: None,
+    }
 }
 
 /// The forge and the executor, as the history says they behave.

@@ -150,6 +150,32 @@ impl Plan {
         self.problems.iter().map(|p| &p.object)
     }
 
+    /// The plan of one object: `key` alone, in the clusters among `clusters` that
+    /// receive it (what a live comparison of one workload observes).
+    pub fn only_object(&self, key: &ObjectKey, clusters: &[String]) -> Plan {
+        let templates = &self.loaded.templates;
+        let kept = self
+            .clusters
+            .iter()
+            .filter(|(name, _)| clusters.contains(name))
+            .map(|(name, items)| {
+                let items: Vec<Rendered> =
+                    items.iter().filter(|r| &templates[r.template].key == key).cloned().collect();
+                (name.clone(), items)
+            })
+            .filter(|(_, items)| !items.is_empty())
+            .collect();
+        Plan {
+            revision: self.revision.clone(),
+            loaded: self.loaded.clone(),
+            clusters: kept,
+            problems: self.problems.iter().filter(|p| &p.object == key).cloned().collect(),
+            placements: BTreeMap::new(),
+            unclaimed: Vec::new(),
+            revised: Revised::default(),
+        }
+    }
+
     /// A view of the plan limited to some clusters (all when `only` is empty), which
     /// serialises as the CLI's JSON contract:
     /// `{"revision", "clusters": {name: [manifest…]}, "problems": […]}`.

@@ -56,6 +56,13 @@ pub struct ClusterDiff {
     pub failed: Vec<Failed>,
 }
 
+impl ClusterDiff {
+    /// `A added, C changed, R removed`.
+    pub fn summary(&self) -> String {
+        format!("{} added, {} changed, {} removed", self.added.len(), self.changed.len(), self.removed.len())
+    }
+}
+
 /// An object a member would refuse, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Failed {
