@@ -2,6 +2,7 @@
 //! `/status`, its applied revision, what was kept or not pruned, the counters), and where
 //! the member stands after every event (`/status` `members`, the member metrics).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use tracing::{error, info};
@@ -51,6 +52,12 @@ fn count_applied(fleet: &Fleet, cluster: &str, head: &str, report: &clusters::ap
         match &report.prune_refused {
             Some(why) => s.prune_refused.insert(cluster.to_owned(), why.clone()),
             None => s.prune_refused.remove(cluster),
+        };
+        let failed: BTreeMap<String, String> =
+            report.failed.iter().map(|(k, why)| (k.spelled(), why.clone())).collect();
+        match failed.is_empty() {
+            true => s.failed.remove(cluster),
+            false => s.failed.insert(cluster.to_owned(), failed),
         };
         let kept: Vec<String> = report.kept.iter().map(|(k, why)| format!("{}: {why}", k.spelled())).collect();
         match kept.is_empty() {

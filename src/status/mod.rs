@@ -75,6 +75,10 @@ pub struct Status {
     /// Per RolloutPolicy (`RolloutPolicy ns/name`): its rollout.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rollouts: BTreeMap<String, RolloutStatus>,
+    /// Per member: the objects its last attempt could not apply (`KEY` spelled out), and
+    /// why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed: BTreeMap<String, BTreeMap<String, String>>,
     /// The revisions the members applied, newest first (the last [`history::KEPT`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<AppliedStatus>,

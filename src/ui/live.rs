@@ -65,7 +65,7 @@ pub fn chosen(placed: &[String], member: Option<&str>) -> (Vec<String>, usize) {
 pub fn section(compared: &Compared, left_out: usize) -> Markup {
     let value = |v: &Option<serde_json::Value>| v.as_ref().map_or("(absent)".to_owned(), |v| t(&v.to_string()));
     html! {
-        h2 { "Live" }
+        h2 id="live" { "Live" }
         p { "Each member's object beside what applying this revision would make of it (a server-side dry run), in the fields the manifest sets." }
         table.live {
             thead { tr { th scope="col" { "Member" } th scope="col" { "Live" } } }

@@ -236,7 +236,7 @@ async fn workload(ui: &Ui, wanted: &ObjectKey, asked: Asked) -> Response {
         (Some(_), Some(_), false) => Some(html_link(&pages::workload_url(w))),
         _ => None,
     };
-    Html(pages::workload(&now.fleet, w, &e, live).into_string()).into_response()
+    Html(pages::workload(&now.fleet, w, &e, now.status.as_ref(), live).into_string()).into_response()
 }
 
 /// The link that asks for the live comparison.

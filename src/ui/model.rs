@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use flotilla_core::model::selector::{LabelSelector, Labels};
 use flotilla_core::model::{ObjectKey, Plan};
 
 use crate::clusters::status::ObjectStatus;
@@ -36,6 +37,8 @@ pub struct Member {
 pub struct Workload {
     /// Its key.
     pub key: ObjectKey,
+    /// Its labels (as the template declares them).
+    pub labels: Labels,
     /// Per member it is placed in.
     pub cells: BTreeMap<String, Cell>,
     /// Healthy wherever it is placed (and observed).
@@ -74,7 +77,7 @@ pub fn path(key: &ObjectKey) -> String {
 /// `clusters::status::objects`), and the members that could not be read (`errors`).
 pub fn fleet(plan: &Plan, observed: &[ObjectStatus], errors: &BTreeMap<String, String>) -> Fleet {
     let seen: BTreeMap<&ObjectKey, &ObjectStatus> = observed.iter().map(|o| (&o.key, o)).collect();
-    let mut rows: BTreeMap<&ObjectKey, BTreeMap<String, Cell>> = BTreeMap::new();
+    let mut rows: BTreeMap<&ObjectKey, (&Labels, BTreeMap<String, Cell>)> = BTreeMap::new();
     let mut members = BTreeMap::new();
     for cluster in &plan.loaded.clusters {
         let items = plan.clusters.get(&cluster.name).map(Vec::as_slice).unwrap_or_default();
@@ -82,21 +85,22 @@ pub fn fleet(plan: &Plan, observed: &[ObjectStatus], errors: &BTreeMap<String, S
         let error = errors.get(&cluster.name).cloned();
         members.insert(cluster.name.clone(), Member { sync_mode, error, objects: items.len() });
         for item in items {
-            let key = &plan.loaded.templates[item.template].key;
+            let template = &plan.loaded.templates[item.template];
+            let key = &template.key;
             let there = seen.get(key).and_then(|o| o.clusters.get(&cluster.name));
             let cell = Cell {
                 desired: item.replicas,
                 ready: there.and_then(|t| t.ready.clone()),
                 health: there.map_or_else(|| "Unknown".to_owned(), |t| t.health.clone()),
             };
-            rows.entry(key).or_default().insert(cluster.name.clone(), cell);
+            rows.entry(key).or_insert_with(|| (&template.labels, BTreeMap::new())).1.insert(cluster.name.clone(), cell);
         }
     }
     let workloads = rows
         .into_iter()
-        .map(|(key, cells)| {
+        .map(|(key, (labels, cells))| {
             let healthy = cells.values().all(|c| c.health == "Healthy");
-            Workload { key: key.clone(), cells, healthy }
+            Workload { key: key.clone(), labels: labels.clone(), cells, healthy }
         })
         .collect();
     Fleet { revision: plan.revision.clone(), members, workloads }
@@ -114,6 +118,8 @@ pub struct Filter {
     pub health: Option<String>,
     /// Only this kind.
     pub kind: Option<String>,
+    /// Only objects whose labels this selector selects (`kubectl -l`'s form).
+    pub label: Option<String>,
     /// The page of rows, from 1.
     pub page: Option<usize>,
     /// The page of member columns, from 1.
@@ -128,13 +134,22 @@ pub const PAGE: usize = 50;
 pub const COLUMNS: usize = 20;
 
 impl Filter {
-    fn keeps(&self, w: &Workload) -> bool {
+    /// The label selector given, parsed (`Err` names what is wrong with it).
+    pub fn selector(&self) -> Result<Option<LabelSelector>, String> {
+        match self.label.as_deref().filter(|l| !l.trim().is_empty()) {
+            Some(text) => text.parse().map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn keeps(&self, w: &Workload, selector: Option<&LabelSelector>) -> bool {
         fn given(v: &Option<String>) -> Option<&str> {
             v.as_deref().filter(|s| !s.is_empty())
         }
         given(&self.namespace).is_none_or(|ns| w.key.namespace.as_deref() == Some(ns))
             && given(&self.member).is_none_or(|m| w.cells.contains_key(m))
             && given(&self.kind).is_none_or(|k| w.key.kind.eq_ignore_ascii_case(k))
+            && selector.is_none_or(|s| s.matches(&w.labels))
             && match given(&self.health) {
                 Some("healthy") => w.healthy,
                 Some("unhealthy") => !w.healthy,
@@ -143,9 +158,13 @@ impl Filter {
     }
 
     /// The page of `fleet` this filter asks for, with the number of rows kept and of
-    /// pages.
+    /// pages (none kept when the label selector is invalid).
     pub fn page<'f>(&self, fleet: &'f Fleet) -> (Vec<&'f Workload>, usize, usize) {
-        let kept: Vec<&Workload> = fleet.workloads.iter().filter(|w| self.keeps(w)).collect();
+        let selector = self.selector();
+        let kept: Vec<&Workload> = match &selector {
+            Ok(selector) => fleet.workloads.iter().filter(|w| self.keeps(w, selector.as_ref())).collect(),
+            Err(_) => Vec::new(),
+        };
         let pages = kept.len().div_ceil(PAGE).max(1);
         let page = self.page.unwrap_or(1).clamp(1, pages);
         let shown = kept.iter().skip((page - 1) * PAGE).take(PAGE).copied().collect();

@@ -91,6 +91,7 @@ fn filters(fleet: &Fleet, filter: &Filter) -> Markup {
         form method="get" action="/ui/" class="filters" {
             label { "Namespace " input name="namespace" value=(value(&filter.namespace)); }
             label { "Kind " input name="kind" value=(value(&filter.kind)); }
+            label { "Labels " input name="label" value=(value(&filter.label)) placeholder="app=web,tier"; }
             label { "Member "
                 select name="member" {
                     option value="" { "any" }
@@ -123,6 +124,7 @@ pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
             ("member", &filter.member),
             ("health", &filter.health),
             ("kind", &filter.kind),
+            ("label", &filter.label),
         ] {
             if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
                 query.append_pair(k, v);
@@ -137,6 +139,7 @@ pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
     let body = html! {
         h1 { "Fleet" }
         (filters(fleet, filter))
+        @if let Err(why) = filter.selector() { p.unhealthy { "Label selector: " (t(&why)) } }
         p.count {
             (kept) " objects · page " (page) " of " (pages)
             @if column_pages > 1 { " · members " ((column - 1) * COLUMNS + 1) "–" ((column - 1) * COLUMNS + columns.len()) " of " (fleet.members.len()) }
@@ -176,7 +179,9 @@ pub fn overview(fleet: &Fleet, filter: &Filter) -> Markup {
 }
 
 /// One workload: why it is where it is, and how it is in each member.
-pub fn workload(fleet: &Fleet, w: &Workload, e: &Explanation, live: Option<Markup>) -> Markup {
+pub fn workload(fleet: &Fleet, w: &Workload, e: &Explanation, status: Option<&Status>, live: Option<Markup>) -> Markup {
+    let spelled = w.key.spelled();
+    let failed = |member: &str| status.and_then(|s| s.failed.get(member)).and_then(|f| f.get(&spelled));
     let body = html! {
         h1 { (t(&w.path())) }
         p { "Declared at " code { (t(&e.origin)) } }
@@ -207,6 +212,7 @@ pub fn workload(fleet: &Fleet, w: &Workload, e: &Explanation, live: Option<Marku
                             }
                         }
                         @if let Some(wave) = &m.wave { div.wave { "rollout: " (t(wave)) } }
+                        @if let Some(error) = failed(name) { div.unhealthy data-failed="" { "last apply failed: " (t(error)) } }
                     }
                     td { (c.and_then(|c| c.ready.clone()).unwrap_or_default()) }
                     td class=(c.map_or("unknown", |c| class_of(&c.health))) { (t(&c.map_or_else(|| "—".to_owned(), |c| c.health.clone()))) }

@@ -88,6 +88,13 @@ fn the_page_shows_the_split_live_escapes_everything_and_never_a_secret() {
     assert!(!page.contains("<script>") && !page.contains(" style="), "no inline script or style");
     assert_eq!(cell(&page, "member1", "Deployment/default/nginx").as_deref(), Some("1"), "{page}");
     assert_eq!(cell(&page, "member2", "Deployment/default/nginx"), None, "no nginx in member2 at 1 replica");
+    // Filtered by labels, as `kubectl -l` selects: only nginx carries app=nginx.
+    let labelled = get(port, "/ui/?label=app%3Dnginx", &[]).2;
+    let rows = labelled.matches("<th scope=\"row\">").count();
+    assert!(rows == 1 && labelled.contains("/ui/workload/Deployment/default/nginx"), "{labelled}");
+    assert_eq!(get(port, "/ui/?label=app+notin+%28nginx%29", &[]).2.matches("Deployment/default/nginx\"").count(), 0);
+    let invalid = get(port, "/ui/?label=app+in+nginx", &[]).2;
+    assert!(invalid.contains("Label selector: ") && invalid.contains("0 objects"), "{invalid}");
 
     // Live: an events stream is open when the replicas go to 10; the page then shows 5 and 5.
     let mut events = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -246,6 +253,18 @@ fn divided(ns: &str, replicas: u32) -> String {
     repo
 }
 
+/// [`divided`], and a Service member2's API server refuses (an unknown `spec.type`).
+fn refusing(ns: &str, replicas: u32) -> String {
+    divided(ns, replicas)
+        + &format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: refused, namespace: {ns}}}\n\
+             spec: {{type: Bogus, ports: [{{port: 80}}]}}\n---\n\
+             apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: refused, namespace: {ns}}}\n\
+             spec:\n  resourceSelectors: [{{apiVersion: v1, kind: Service, name: refused}}]\n\
+             \x20 placement: {{clusterAffinity: {{clusterNames: [member2]}}}}\n"
+        )
+}
+
 fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
     let start = Instant::now();
     while !check() {
@@ -257,7 +276,7 @@ fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
 #[test]
 fn the_controller_serves_the_page_on_its_main_listener_only_with_its_own_state() {
     let ns = "e2e-ui-ctrl";
-    let repo = crate::controller::serve(&divided(ns, 4));
+    let repo = crate::controller::serve(&refusing(ns, 4));
     let secret = tempfile::tempdir().unwrap();
     let secret_file = secret.path().join("secret");
     std::fs::write(&secret_file, "hook-secret-ui").unwrap();
@@ -284,6 +303,12 @@ fn the_controller_serves_the_page_on_its_main_listener_only_with_its_own_state()
     let member = get(port, "/ui/member/member1", &[]).2;
     assert!(member.contains("Target revision") && member.contains("Applied revision"), "{member}");
 
+    // An object member2 refuses: its workload page says why, in member2's row.
+    wait_until("the refused Service's error on its page", Duration::from_secs(30), || {
+        let page = get(port, &format!("/ui/workload/Service/{ns}/refused"), &[]).2;
+        page.contains("last apply failed: ") && page.contains("Unsupported value")
+    });
+
     // Never on the webhook listener.
     assert_eq!(get(hooks, "/ui/", &[]).0, 404, "the page is not served beside the webhooks");
 
@@ -291,7 +316,7 @@ fn the_controller_serves_the_page_on_its_main_listener_only_with_its_own_state()
     let mut events = TcpStream::connect(("127.0.0.1", port)).unwrap();
     events.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     events.write_all(b"GET /ui/events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
-    write(repo.work.path(), "fleet.yaml", divided(ns, 8).as_bytes());
+    write(repo.work.path(), "fleet.yaml", refusing(ns, 8).as_bytes());
     crate::controller::commit_and_push(repo.work.path(), "eight");
     wait_until("8 replicas as 4 and 4", Duration::from_secs(15), || {
         let page = get(port, "/ui/", &[]).2;
@@ -434,5 +459,7 @@ async fn the_workload_page_compares_with_the_members_and_shows_drift() {
         assert!(drifted.contains("data-live=\"drifted\""), "{drifted}");
         assert!(drifted.contains("spec.replicas") && drifted.contains("7 → 2"), "{drifted}");
         assert!(row(&live, "member2").is_none(), "member= compares that member alone: {live}");
+        let heading = format!("Deployment/{ns}/web");
+        crate::browser::shoot(port, &[(&format!("{url}?live=1#live"), &heading, "live")]);
     });
 }

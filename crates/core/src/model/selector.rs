@@ -131,6 +131,66 @@ impl LabelSelector {
     }
 }
 
+impl std::str::FromStr for LabelSelector {
+    type Err = String;
+
+    /// The string form `kubectl -l` takes: terms separated by commas, each `key=value`
+    /// (or `==`), `key!=value`, `key in (a,b)`, `key notin (a,b)`, `key` (exists) or
+    /// `!key` (does not exist); an empty string selects everything. The result is
+    /// checked as a written selector is.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let mut selector = LabelSelector::default();
+        for term in terms(text) {
+            let requirement = |key: &str, operator: &str, values: Vec<String>| Requirement {
+                key: key.trim().to_owned(),
+                operator: operator.to_owned(),
+                values,
+            };
+            let set = |list: &str| -> Result<Vec<String>, String> {
+                let inner = list.trim().strip_prefix('(').and_then(|l| l.strip_suffix(')'));
+                let inner = inner.ok_or_else(|| format!("{term:?}: the values go in parentheses"))?;
+                Ok(inner.split(',').map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned).collect())
+            };
+            let found = if let Some(key) = term.strip_prefix('!') {
+                requirement(key, "DoesNotExist", Vec::new())
+            } else if let Some((key, list)) = term.split_once(" notin ") {
+                requirement(key, "NotIn", set(list)?)
+            } else if let Some((key, list)) = term.split_once(" in ") {
+                requirement(key, "In", set(list)?)
+            } else if let Some((key, value)) = term.split_once("!=") {
+                requirement(key, "NotIn", vec![value.trim().to_owned()])
+            } else if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                requirement(key, "In", vec![value.trim().to_owned()])
+            } else {
+                requirement(term, "Exists", Vec::new())
+            };
+            selector.match_expressions.push(found);
+        }
+        selector.check()?;
+        Ok(selector)
+    }
+}
+
+/// The terms of a selector's string form: split at commas outside parentheses, trimmed,
+/// empty ones dropped.
+fn terms(text: &str) -> Vec<&str> {
+    let (mut terms, mut depth, mut start) = (Vec::new(), 0usize, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                terms.push(text[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(text[start..].trim());
+    terms.retain(|t| !t.is_empty());
+    terms
+}
+
 impl Requirement {
     /// Label-selector semantics for In, NotIn, Exists, DoesNotExist; anything else fails.
     pub fn matches(&self, labels: &impl LabelLookup) -> bool {
@@ -188,6 +248,23 @@ pub fn is_label_value(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_string_form_selects_as_kubectl_l_does() {
+        let web = labels(&[("app", "web"), ("tier", "front")]);
+        let db = labels(&[("app", "db")]);
+        let selects = |text: &str, l: &BTreeMap<String, String>| text.parse::<LabelSelector>().unwrap().matches(l);
+        assert!(selects("app=web", &web) && !selects("app=web", &db));
+        assert!(selects("app==web,tier", &web) && !selects("app==db,tier", &db));
+        assert!(selects("app!=web", &db) && !selects("app!=web", &web));
+        assert!(selects("app in (web, db)", &db) && selects("app in (web,db),!tier", &db));
+        assert!(!selects("app notin (web,db)", &web) && selects("!tier", &db));
+        assert!(selects("", &db), "empty selects everything");
+        assert!(selects(" app = web , tier ", &web), "spaces around terms");
+        for bad in ["app in web", "-bad=x", "app=not a value", "app in ()"] {
+            assert!(bad.parse::<LabelSelector>().is_err(), "{bad}");
+        }
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
