@@ -235,6 +235,10 @@ impl Reconciler {
     fn forget(&self, cluster: &str) {
         let (revision, member) = self.board.update(|s| {
             s.clusters.remove(cluster);
+            s.failed.remove(cluster);
+            for applied in &mut s.history {
+                applied.members.remove(cluster);
+            }
             (s.revisions.remove(cluster), s.members.remove(cluster))
         });
         self.metrics.forget_cluster(cluster, revision.as_deref());
