@@ -30,6 +30,7 @@ mod reconciler;
 mod rendering;
 mod rollouts;
 mod server;
+mod shard;
 mod source;
 mod status;
 mod telemetry;

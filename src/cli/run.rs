@@ -103,6 +103,12 @@ pub struct RunArgs {
     /// Run only while holding a Lease in the host cluster, so replicas can stand by.
     #[arg(long)]
     pub leader_elect: bool,
+    /// Share the members among the replicas (with --leader-elect): each live replica
+    /// holds a membership Lease and applies the members rendezvous hashing gives it,
+    /// fenced as the leader is; the fleet-wide loops (autoscaler, previews, failover,
+    /// rollouts, services) stay on the leader.
+    #[arg(long, env = "FLOTILLA_SHARDING")]
+    pub sharding: bool,
     /// Kubeconfig of the host cluster that holds the Lease (default: in-cluster config).
     #[arg(long, value_name = "FILE")]
     pub host_kubeconfig: Option<PathBuf>,

@@ -63,7 +63,12 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         .then(|| crate::ui::token(args.ui_token_file.as_deref(), &args.listen, args.ui_kubernetes_auth))
         .transpose()?
         .map(|token| crate::ui::Settings { token, kubernetes: args.ui_kubernetes_auth, every: args.ui_refresh });
+    anyhow::ensure!(
+        !args.sharding || args.leader_elect,
+        "--sharding needs --leader-elect: the fleet-wide loops keep one owner, the fleet's Lease"
+    );
     Ok(Config {
+        sharding: args.sharding,
         ui,
         rollouts,
         failover,

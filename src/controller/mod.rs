@@ -68,6 +68,9 @@ pub struct Config {
     pub rollouts: Option<crate::rollouts::Settings>,
     /// The fleet page at `/ui/` on the main listener, when on.
     pub ui: Option<crate::ui::Settings>,
+    /// `--sharding`: the members are shared among the replicas (each holds a membership
+    /// Lease with `election`'s timing); the fleet-wide loops stay on the leader.
+    pub sharding: bool,
 }
 
 /// A pull-mode agent's heartbeat Lease in the push controller's host cluster.
@@ -119,6 +122,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let namespace = &config.reconcile.namespace;
     let leadership =
         Leadership::start(config.election.as_ref(), &parts.host, namespace, crate::identity::identity()).await?;
+    let sharded = match config.sharding {
+        true => Some(start_sharding(&config, &parts).await?),
+        false => None,
+    };
     let stop = shutdown_signal();
     let parse_cache = Arc::new(Mutex::new(Default::default()));
     let (rendered, plans) = watch::channel(None);
@@ -145,7 +152,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let rendered = plans.clone();
         loop_.run(crate::previews::Inputs { deliveries, rendered, leading: leadership.subscribe(), stop: stop.clone() })
     });
-    let fleet = members_fleet(&config.reconcile, &parts, &leadership, overlay.clone());
+    let fence = sharded.as_ref().map_or_else(|| leadership.fence(), |(h, _)| Fence::until(h.until.clone()));
+    let fleet = members_fleet(&config.reconcile, &parts, fence, overlay.clone());
+    // Every sharded replica renders (the render is pure: they agree) and applies its
+    // own members; without sharding only the leader does.
+    let (_rendering, always) = watch::channel(true);
+    let render_leading = if sharded.is_some() { always } else { leadership.subscribe() };
     let reconciler = reconcile_loop(
         (&config.reconcile, &config.credentials),
         &parts,
@@ -157,16 +169,43 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // task (the member clients they share are not all `Send` across every lifetime a
     // spawned task would need).
     let previewing = futures::future::OptionFuture::from(previews);
+    let (handle, shard) = match sharded {
+        Some((handle, told)) => {
+            let shard = Some((handle.shard.clone(), told));
+            (Some(handle), shard)
+        }
+        None => (None, None),
+    };
     let converging =
-        fleet.run(crate::members::Inputs { publications, leading: leadership.subscribe(), stop: stop.clone() });
-    let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: leadership.subscribe(), stop });
+        fleet.run(crate::members::Inputs { publications, leading: leadership.subscribe(), stop: stop.clone(), shard });
+    let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: render_leading, stop });
     tokio::join!(reconciling, previewing, converging);
     info!("stopping");
     for task in [autoscaler, endpoints, failover, heartbeat, rolling, feed].into_iter().flatten() {
         let _ = task.await;
     }
+    if let Some(handle) = handle {
+        handle.release().await;
+    }
     leadership.release().await;
     Ok(())
+}
+
+/// This replica's membership, and where the fleet tells it the members.
+async fn start_sharding(
+    config: &Config,
+    parts: &Parts,
+) -> anyhow::Result<(crate::shard::Handle, watch::Sender<std::collections::BTreeSet<String>>)> {
+    let election = config.election.as_ref().context("--sharding needs --leader-elect")?;
+    let (told, members) = watch::channel(Default::default());
+    let sharding = crate::shard::Sharding {
+        host: parts.host.clone(),
+        namespace: config.reconcile.namespace.clone(),
+        instance: config.reconcile.instance.clone(),
+        identity: crate::identity::identity().to_owned(),
+        timing: election.timing,
+    };
+    Ok((sharding.start(members).await?, told))
 }
 
 /// Opens the followed branch (fetching into the cache happens later, in the loop) and
@@ -269,7 +308,7 @@ fn reconcile_loop(
 fn members_fleet(
     reconcile: &crate::reconciler::Settings,
     parts: &Parts,
-    leadership: &Leadership,
+    fence: Fence,
     health: Option<watch::Receiver<flotilla_core::model::ClusterState>>,
 ) -> crate::members::Fleet {
     let settings = crate::members::Settings {
@@ -286,7 +325,7 @@ fn members_fleet(
     crate::members::Fleet {
         settings,
         pool: parts.pool.clone(),
-        fence: leadership.fence(),
+        fence,
         board: parts.board.clone(),
         metrics: parts.metrics.clone(),
         health,

@@ -97,6 +97,11 @@ impl Leadership {
 pub struct Fence(Option<watch::Receiver<Option<Instant>>>);
 
 impl Fence {
+    /// A fence that holds until the deadline `until` names (none: it does not hold).
+    pub fn until(until: watch::Receiver<Option<Instant>>) -> Self {
+        Self(Some(until))
+    }
+
     /// Whether the lease is held now.
     pub fn holds(&self) -> bool {
         self.0.as_ref().is_none_or(|until| until.borrow().is_some_and(|until| Instant::now() < until))

@@ -113,6 +113,9 @@ pub struct Inputs {
     pub leading: watch::Receiver<bool>,
     /// Becomes true when the controller stops.
     pub stop: watch::Receiver<bool>,
+    /// With `--sharding`: the members this replica owns (only theirs get workers), and
+    /// where the members each publication names are told.
+    pub shard: Option<(watch::Receiver<crate::shard::step::Shard>, watch::Sender<std::collections::BTreeSet<String>>)>,
 }
 
 impl Fleet {
@@ -128,34 +131,77 @@ impl Fleet {
         let mut targets: BTreeMap<String, watch::Sender<Option<Arc<Target>>>> = BTreeMap::new();
         let mut workers = FuturesUnordered::new();
         let mut generation = 0;
+        let mut last: Option<Publication> = None;
+        let (mut shard, told) = match inputs.shard.take() {
+            Some((shard, told)) => (Some(shard), Some(told)),
+            None => (None, None),
+        };
+        // A sharded replica's workers do not wait for the fleet's lease: owning their
+        // member is their right to write (fenced by the membership), and losing it
+        // stops them.
+        let (_always, always) = watch::channel(true);
+        let leading = if shard.is_some() { always } else { inputs.leading.clone() };
         loop {
             tokio::select! {
                 published = inputs.publications.recv() => {
                     let Some(published) = published else { break };
                     generation += 1;
-                    // A member no longer named: its sender dropped, its worker ends.
-                    targets.retain(|name, _| published.members.contains(name));
-                    for name in &published.members {
-                        let sender = targets.entry(name.clone()).or_insert_with(|| {
-                            let (sender, receiver) = watch::channel(None);
-                            let run = worker::Worker::new(name.clone(), (fleet.clone(), busy.clone()), inputs.leading.clone());
-                            workers.push(Box::pin(run.work(receiver)));
-                            sender
-                        });
-                        let holds = published.holds.get(name).cloned().unwrap_or_default();
-                        // A rollout's new assignment leaves most members as they were.
-                        if sender.borrow().as_ref().is_some_and(|t| t.same(&published.plan, &holds)) {
-                            continue;
-                        }
-                        let goal = step::Goal { generation, revision: published.revision };
-                        let (plan, kubeconfig) = (published.plan.clone(), published.kubeconfig.clone());
-                        sender.send_replace(Some(Arc::new(Target { goal, plan, holds, kubeconfig })));
+                    if let Some(told) = &told {
+                        told.send_replace(published.members.iter().cloned().collect());
                     }
-                    fleet.board.update(|s| s.expect(published.revision.to_string(), &published.members));
+                    last = Some(published);
                 }
-                Some(()) = workers.next(), if !workers.is_empty() => {}
+                Ok(()) = changed(&mut shard) => {}
+                Some(()) = workers.next(), if !workers.is_empty() => continue,
                 _ = inputs.stop.changed() => break,
             }
+            let Some(published) = &last else { continue };
+            let owned = shard.as_ref().map(|s| s.borrow().owned.clone());
+            let mine: Vec<String> =
+                published.members.iter().filter(|m| owned.as_ref().is_none_or(|o| o.contains(*m))).cloned().collect();
+            // A member no longer named (or no longer this replica's): its sender
+            // dropped, its worker ends.
+            targets.retain(|name, _| mine.contains(name));
+            for name in &mine {
+                let sender = targets.entry(name.clone()).or_insert_with(|| {
+                    let (sender, receiver) = watch::channel(None);
+                    let run = worker::Worker::new(name.clone(), (fleet.clone(), busy.clone()), leading.clone());
+                    workers.push(Box::pin(run.work(receiver)));
+                    sender
+                });
+                let holds = published.holds.get(name).cloned().unwrap_or_default();
+                // A rollout's new assignment leaves most members as they were.
+                if sender.borrow().as_ref().is_some_and(|t| t.same(&published.plan, &holds)) {
+                    continue;
+                }
+                let goal = step::Goal { generation, revision: published.revision };
+                let (plan, kubeconfig) = (published.plan.clone(), published.kubeconfig.clone());
+                sender.send_replace(Some(Arc::new(Target { goal, plan, holds, kubeconfig })));
+            }
+            let shard_status = shard.as_ref().map(|s| {
+                let s = s.borrow();
+                let leads_fleet = *inputs.leading.borrow();
+                let replica = crate::identity::identity().to_owned();
+                crate::status::ShardStatus {
+                    replica,
+                    replicas: s.replicas.clone(),
+                    clusters: mine.clone(),
+                    joining: s.joining,
+                    leads_fleet,
+                }
+            });
+            fleet.board.update(|s| {
+                s.shard = shard_status;
+                s.expect(published.revision.to_string(), &mine)
+            });
         }
+    }
+}
+
+/// A change of this replica's shard; never, without sharding.
+async fn changed(shard: &mut Option<watch::Receiver<crate::shard::step::Shard>>) -> Result<(), ()> {
+    match shard {
+        Some(receiver) => receiver.changed().await.map_err(|_| ()),
+        None => std::future::pending().await,
     }
 }

@@ -79,12 +79,33 @@ pub struct Status {
     /// why.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub failed: BTreeMap<String, BTreeMap<String, String>>,
+    /// With `--sharding`: this replica's share of the members.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardStatus>,
     /// The revisions the members applied, newest first (the last [`history::KEPT`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<AppliedStatus>,
     /// Per pull request (its number): its plan and preview.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub previews: BTreeMap<u64, PreviewStatus>,
+}
+
+/// One replica's share of the members (`--sharding`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardStatus {
+    /// This replica (its membership Lease's holder).
+    pub replica: String,
+    /// The live replicas as this one sees them, itself included.
+    pub replicas: Vec<String>,
+    /// The members it owns (and applies).
+    pub clusters: Vec<String>,
+    /// Still joining: it owns nothing until its membership is a renew deadline old.
+    #[serde(default)]
+    pub joining: bool,
+    /// Whether this replica holds the fleet's Lease (the fleet-wide loops run there).
+    #[serde(default)]
+    pub leads_fleet: bool,
 }
 
 /// Where one member stands.

@@ -26,6 +26,7 @@ mod rollouts; // waves on real members: soak, a Prometheus gate halting and reve
 mod scope; // --scope against a member's discovery: cluster-scoped custom kinds never pass as namespaced
 mod seeds; // the two seed tutorials' distributions
 pub mod services; // multi-cluster Services: EndpointSlices from providers copied to consumers
+mod shard; // members sharded over controller replicas on membership Leases
 mod sources; // Helm charts and kustomizations: the tools' output placed, planned, refused when bad, reconciled
 mod support; // shared helpers: running the binary, temporary repos
 mod ui; // the fleet page: live cells, the why of a workload, escaping, no Secret values, tokens
