@@ -111,7 +111,7 @@ fn rollouts(args: &RunArgs, in_cluster: bool) -> Option<crate::rollouts::Setting
         );
     }
     let (instance, monitor_period) = (args.reconcile.instance.clone(), args.rollout_monitor_period);
-    Some(crate::rollouts::Settings { instance, monitor_period, stored, follow })
+    Some(crate::rollouts::Settings { instance, monitor_period, stored, follow, sharded: args.sharding })
 }
 
 /// Refuses flags whose state lives in the host cluster when there is none: neither
@@ -286,6 +286,7 @@ fn failover(args: &RunArgs) -> anyhow::Result<crate::failover::Settings> {
         monitor_period: f.cluster_monitor_period.max(std::time::Duration::from_secs(1)),
         instance: args.reconcile.instance.clone(),
         namespace: args.namespace.clone(),
+        sharded: args.sharding,
     })
 }
 

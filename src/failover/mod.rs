@@ -42,6 +42,10 @@ pub struct Settings {
     pub instance: String,
     /// The controller's namespace in the host cluster.
     pub namespace: String,
+    /// A sharded replica (`--sharding`): while another replica leads, it renders with the
+    /// leader's taints and evictions, read from the leader's stored memory every
+    /// monitor period, so that every replica renders the same placements.
+    pub sharded: bool,
 }
 
 /// What the loop works with.
@@ -134,13 +138,19 @@ impl Failover {
                         Event::Rendered(plan)
                     }
                     Some(event) = received.recv() => event,
-                    _ = monitor.tick(), if *inputs.leading.borrow() => match crate::heartbeat::read(&self.access.host, &self.settings.namespace).await {
-                        Ok(leases) => Event::Leases(leases),
-                        Err(e) => {
-                            tracing::debug!(error = %format!("{e:#}"), "failover: cannot read heartbeat Leases");
+                    _ = monitor.tick(), if self.settings.sharded || *inputs.leading.borrow() => {
+                        if !*inputs.leading.borrow() {
+                            self.follow().await;
                             continue;
                         }
-                    },
+                        match crate::heartbeat::read(&self.access.host, &self.settings.namespace).await {
+                            Ok(leases) => Event::Leases(leases),
+                            Err(e) => {
+                                tracing::debug!(error = %format!("{e:#}"), "failover: cannot read heartbeat Leases");
+                                continue;
+                            }
+                        }
+                    }
                     _ = tick.tick() => Event::Tick(now()),
                 },
             };
@@ -155,6 +165,22 @@ impl Failover {
         }
         drop(tasks);
         info!("failover loop stopped");
+    }
+
+    /// Takes the leader's taints and evictions from its stored memory (a sharded replica
+    /// that does not lead); a memory that cannot be read leaves the last one in force.
+    async fn follow(&self) {
+        match self.store().load().await {
+            Ok(memory) => {
+                let overlay = step::overlay(&memory.unwrap_or_default());
+                if *self.overlay.borrow() != overlay {
+                    info!("failover: following the leader's taints and evictions");
+                    self.overlay.send_replace(overlay);
+                    (self.wake)();
+                }
+            }
+            Err(e) => warn!(error = %format!("{e:#}"), "failover: cannot read the leader's memory"),
+        }
     }
 
     fn act(

@@ -190,9 +190,13 @@ impl Fleet {
                     leads_fleet,
                 }
             });
+            // A joining replica owns nothing yet: it is not ready for having nothing to do.
+            let joining = shard_status.as_ref().is_some_and(|s| s.joining);
             fleet.board.update(|s| {
                 s.shard = shard_status;
-                s.expect(published.revision.to_string(), &mine)
+                if !joining {
+                    s.expect(published.revision.to_string(), &mine)
+                }
             });
         }
     }

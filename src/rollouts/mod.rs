@@ -49,6 +49,9 @@ pub struct Settings {
     /// A Pull agent's member: the loop follows the push controller's rollouts for it,
     /// read from the push controller's host cluster, and reports what its member runs.
     pub follow: Option<String>,
+    /// A sharded replica (`--sharding`): it decides while it leads the fleet and
+    /// follows the leader's stored state otherwise.
+    pub sharded: bool,
 }
 
 /// The rollout loop.
@@ -118,7 +121,11 @@ impl Rollouts {
             posted: Default::default(),
         });
         let (events, mut arrived) = mpsc::unbounded_channel::<Event>();
-        let mut state = if this.settings.follow.is_some() { State::follower() } else { State::new() };
+        let mut state = match (&this.settings.follow, this.settings.sharded) {
+            (Some(_), _) => State::follower(),
+            (None, true) => State::sharded(),
+            (None, false) => State::new(),
+        };
         let mut last: Option<Publication> = None;
         let mut every = tokio::time::interval(this.settings.monitor_period);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

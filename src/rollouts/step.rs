@@ -150,6 +150,9 @@ pub struct State {
     now: i64,
     /// A Pull agent's: it follows the stored state and decides nothing.
     follower: bool,
+    /// A sharded replica's (`--sharding`): it decides while it leads the fleet, and
+    /// follows the stored state (as an agent does) while another replica leads.
+    sharded: bool,
     /// What was last assigned and saved, to send each only when it changes.
     assigned: Option<Identity>,
     saved: Option<Stored>,
@@ -166,13 +169,26 @@ impl State {
         Self { follower: true, ..Self::default() }
     }
 
+    /// A sharded replica's loop: see [`Self::following`].
+    pub fn sharded() -> Self {
+        Self { sharded: true, ..Self::default() }
+    }
+
+    /// Whether it follows the stored state now (an agent always; a sharded replica
+    /// while another leads) instead of deciding.
+    pub fn following(&self) -> bool {
+        self.follower || (self.sharded && !self.leading)
+    }
+
     /// Takes one event; returns what to do, in order.
     pub fn step(&mut self, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
         if let Some(now) = event.now() {
             self.now = self.now.max(now);
         }
-        if self.follower {
+        // A change of leadership goes the deciding way (a new leader reads where the
+        // last one stood), whatever follows it.
+        if self.follower || (self.following() && !matches!(event, Event::Leading(_))) {
             self.follow(event, &mut out);
             self.decide(&mut out);
             return out;
@@ -296,7 +312,7 @@ impl State {
             }
             return;
         }
-        if !self.loaded || self.follower {
+        if !self.loaded || self.following() {
             return;
         }
         self.revise(&revision, &plan, now, out);
@@ -384,7 +400,7 @@ impl State {
         if holding && !self.loaded {
             return;
         }
-        if self.loaded && self.leading && !self.follower {
+        if self.loaded && self.leading && !self.following() {
             let stored = self.stored();
             if self.saved.as_ref().is_none_or(|saved| durable(saved) != durable(&stored)) {
                 self.saved = Some(stored.clone());

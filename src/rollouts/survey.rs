@@ -33,6 +33,12 @@ impl Rollouts {
         shared: &Arc<Shared>,
         events: &mpsc::UnboundedSender<Event>,
     ) {
+        // A sharded replica that does not lead reads the leader's rollouts (reading
+        // needs no fence); the leader decides and observes.
+        if self.settings.sharded && state.following() {
+            self.reload(shared, events);
+            return;
+        }
         if !self.fence.holds() {
             return;
         }

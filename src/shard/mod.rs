@@ -51,8 +51,8 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// Ends the membership: the Lease is deleted, so the others take this replica's
-    /// members at their next round. The members' workers must have stopped.
+    /// Ends the membership: the Lease's holder is cleared, so the others take this
+    /// replica's members at their next round. The members' workers must have stopped.
     pub async fn release(self) {
         let _ = self.stop.send(());
         if tokio::time::timeout(Duration::from_secs(5), self.task).await.is_err() {
@@ -134,12 +134,24 @@ impl Rounds {
                 _ = &mut stopped => break,
             }
         }
-        // Released: the others take this replica's members at their next round.
+        // Released (its holder cleared, as leader election releases): the others take
+        // this replica's members at their next round.
         let _ = until.send_replace(None);
-        match self.api.delete(&self.name, &Default::default()).await {
-            Ok(_) => info!("sharding: membership Lease released"),
-            Err(e) => warn!(error = %e, "sharding: cannot delete the membership Lease; it ages out after its duration"),
+        match self.release().await {
+            Ok(()) => info!("sharding: membership Lease released"),
+            Err(e) => {
+                warn!(error = %e, "sharding: cannot release the membership Lease; it ages out after its duration")
+            }
         }
+    }
+
+    async fn release(&self) -> Result<(), kube::Error> {
+        let mut lease = self.api.get(&self.name).await?;
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.holder_identity = None;
+        }
+        let params = PostParams { field_manager: Some("flotilla-shard".into()), ..Default::default() };
+        self.api.replace(&self.name, &params, &lease).await.map(|_| ())
     }
 
     /// Writes this replica's Lease (creating it the first time); whether it was written.

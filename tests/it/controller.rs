@@ -535,13 +535,15 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
                 &format!("127.0.0.1:{http_port}"),
             ])
             .args(["--cache-dir", cache.path().to_str().unwrap(), "--leader-elect", "--lease-duration", "5"])
-            .args(["--ui", "--ui-kubernetes-auth"])
+            .args(["--sharding", "--ui", "--ui-kubernetes-auth"])
             .quiet(),
     );
     wait_for("the ServiceAccount-backed controller to lead", Duration::from_secs(60), || async { ready(http_port) })
         .await;
+    // Ready may come while a member the health loop has not judged yet waits; it follows.
     let cms: Api<ConfigMap> = Api::namespaced(members.client("member2").await, "e2e-sa");
-    assert!(cms.get_opt("via-sa").await.unwrap().is_some());
+    wait_for("via-sa in member2", Duration::from_secs(30), || async { cms.get_opt("via-sa").await.unwrap().is_some() })
+        .await;
     // The fleet page reviews tokens with the in-cluster identity: no token, 401; the
     // controller's own token names a user the Role flotilla-fleet-viewer is not bound
     // to, 403 (503 would mean the reviews were refused).

@@ -18,8 +18,13 @@ const MEMBERS: [&str; 4] = ["member1", "member2", "member3", "member4"];
 
 /// A ConfigMap `web` in `ns` on all four members, its data `version`.
 fn fleet(ns: &str, version: &str) -> String {
+    fleet_on(ns, version, &MEMBERS)
+}
+
+/// A ConfigMap `web` in `ns` on `members`, its data `version`.
+fn fleet_on(ns: &str, version: &str, members: &[&str]) -> String {
     let mut docs = vec![format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n")];
-    for m in MEMBERS {
+    for m in members {
         docs.push(format!("apiVersion: cluster.karmada.io/v1alpha1\nkind: Cluster\nmetadata: {{name: {m}}}\nspec: {{syncMode: Push}}\n"));
     }
     docs.push(format!(
@@ -29,17 +34,18 @@ fn fleet(ns: &str, version: &str) -> String {
         "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n\
          \x20 resourceSelectors: [{{apiVersion: v1, kind: ConfigMap, name: web}}]\n\
          \x20 placement: {{clusterAffinity: {{clusterNames: [{}]}}}}\n",
-        MEMBERS.join(", ")
+        members.join(", ")
     ));
     docs.join("---\n")
 }
 
-/// A replica following `served`, its Leases in member1, sharding with a 6 s lease.
-fn replica(members: &Members, served: u16, port: u16, cache: &tempfile::TempDir) -> Running {
+/// A replica of `instance` following `served`, its Leases in member1, sharding with a
+/// 6 s lease.
+fn replica(members: &Members, (served, instance): (u16, &str), port: u16, cache: &tempfile::TempDir) -> Running {
     let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
     Running(
         run_from_daemon(served)
-            .args(["--interval", "1", "--instance", "shard", "--kubeconfig", &kubeconfig])
+            .args(["--interval", "1", "--instance", instance, "--kubeconfig", &kubeconfig])
             .args(["--host-kubeconfig", &kubeconfig, "--host-context", "member1", "--namespace", "default"])
             .args(["--listen", &format!("127.0.0.1:{port}"), "--cache-dir", cache.path().to_str().unwrap()])
             .args(["--leader-elect", "--sharding", "--lease-duration", "6"])
@@ -88,7 +94,7 @@ async fn two_replicas_share_four_members_and_one_takes_them_all_when_the_other_i
     let served = serve(&fleet(ns, "v1"));
     let (ports, caches) = ([free_port(), free_port()], [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()]);
     let mut replicas: Vec<Option<Running>> =
-        (0..2).map(|i| Some(replica(members, served.port, ports[i], &caches[i]))).collect();
+        (0..2).map(|i| Some(replica(members, (served.port, "shard"), ports[i], &caches[i]))).collect();
 
     // Disjoint, and together all four.
     wait_for("both replicas to share the four members", Duration::from_secs(60), || async {
@@ -139,4 +145,75 @@ async fn two_replicas_share_four_members_and_one_takes_them_all_when_the_other_i
     assert!(late.is_empty(), "writes from the dead replica after it died: {late:?}");
     let survivor = shard(ports[alive])["replica"].as_str().unwrap().to_owned();
     assert!(writes(&survivor).iter().any(|e| at(e) > killed_at), "the survivor wrote v3");
+}
+
+/// Who owns what, as every replica's `/status` says (each of `expected` exactly once).
+fn owners(ports: &[u16], expected: usize) -> Option<std::collections::BTreeMap<String, u16>> {
+    let mut owners = std::collections::BTreeMap::new();
+    for port in ports {
+        for member in owned(*port) {
+            if owners.insert(member, *port).is_some() {
+                return None;
+            }
+        }
+    }
+    (owners.len() == expected).then_some(owners)
+}
+
+/// Waits until `ports` own the three members between them, each seeing `n` replicas.
+async fn settled(ports: &[u16], n: usize) -> std::collections::BTreeMap<String, u16> {
+    wait_for(&format!("{n} replicas to share the members"), Duration::from_secs(60), || async {
+        ports.iter().all(|p| shard(*p)["replicas"].as_array().is_some_and(|r| r.len() == n))
+            && owners(ports, 3).is_some()
+    })
+    .await;
+    owners(ports, 3).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_added_takes_only_its_share_and_one_stopped_gives_away_only_its_own() {
+    let members = crate::members::members();
+    let ns = "e2e-shard-moves";
+    let served = serve(&fleet_on(ns, "v1", &["member1", "member2", "member3"]));
+    let new = || (free_port(), tempfile::tempdir().unwrap());
+    let mut running: Vec<(u16, tempfile::TempDir, Option<Running>)> = (0..3)
+        .map(|_| {
+            let (port, cache) = new();
+            let replica = replica(members, (served.port, "shard-moves"), port, &cache);
+            (port, cache, Some(replica))
+        })
+        .collect();
+    let ports = |running: &[(u16, tempfile::TempDir, Option<Running>)]| -> Vec<u16> {
+        running.iter().filter(|r| r.2.is_some()).map(|r| r.0).collect()
+    };
+    let before = settled(&ports(&running), 3).await;
+
+    // A fourth replica: members move to it and nowhere else.
+    let (port, cache) = new();
+    let added = replica(members, (served.port, "shard-moves"), port, &cache);
+    running.push((port, cache, Some(added)));
+    let after = settled(&ports(&running), 4).await;
+    let moved: Vec<&String> = before.keys().filter(|m| before[*m] != after[*m]).collect();
+    assert!(moved.iter().all(|m| after[*m] == port), "only to the newcomer: {before:?} → {after:?}");
+    eprintln!("shard: 3 → 4 replicas: {} of {} members moved, all to the new replica", moved.len(), before.len());
+
+    // One of the first three stops (SIGTERM: it releases its Lease): only its members
+    // move, at the others' next round rather than after the lease duration.
+    let (stopping, _) = after.iter().map(|(_, p)| (*p, ())).find(|(p, _)| *p != port).unwrap();
+    let index = running.iter().position(|r| r.0 == stopping).unwrap();
+    let pid = running[index].2.as_ref().unwrap().0.id().to_string();
+    let stopped = Instant::now();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let _ = running[index].2.as_mut().unwrap().0.wait();
+    running[index].2 = None;
+    let last = settled(&ports(&running), 3).await;
+    let took = stopped.elapsed();
+    let moved: Vec<&String> = after.keys().filter(|m| after[*m] != last[*m]).collect();
+    assert!(moved.iter().all(|m| after[*m] == stopping), "only the stopped replica's: {after:?} → {last:?}");
+    assert!(took < Duration::from_secs(6), "a released Lease is gone at once, not after its duration: {took:?}");
+    eprintln!(
+        "shard: 4 → 3 replicas: {} of {} members moved (the stopped one's), after {took:?}",
+        moved.len(),
+        after.len()
+    );
 }

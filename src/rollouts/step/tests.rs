@@ -210,6 +210,34 @@ fn an_aborted_revision_is_not_rolled_out_again_but_a_different_one_is() {
 }
 
 #[test]
+fn a_sharded_replica_follows_the_leader_s_state_until_it_leads_and_then_decides() {
+    let mut leader = started();
+    leader.step(published("r2", &plan("r2", "green", "1", true), 1_000));
+    let stored = leader.stored();
+
+    let mut replica = State::sharded();
+    replica.step(Event::Leading(false));
+    assert!(replica.following());
+    let r2 = plan("r2", "green", "1", true);
+    assert!(holds(&replica.step(published("r2", &r2, 2_000))).is_empty(), "nothing before the state is read");
+    let actions = replica.step(Event::Loaded(Some(stored.clone())));
+    assert!(actions.iter().any(|a| matches!(a, Action::Render(r) if r == "r1")), "{actions:?}");
+    let assigned = replica.step(Event::Rendered { revision: "r1".into(), plan: Ok(plan("r1", "blue", "1", true)) });
+    assert_eq!(holds(&assigned)[0]["member3"], ["r1"], "held where the leader holds it");
+    assert!(!assigned.iter().any(|a| matches!(a, Action::Save(_))), "a follower saves nothing");
+    replica.step(Event::Command { policy: web(), id: 9, command: Command::Abort, now: 3_000 });
+    assert!(replica.policies()[&web()].active.is_some(), "commands are the leader's");
+
+    // It wins the fleet's lease: it reads where the last leader stood, then decides.
+    replica.step(Event::Leading(true));
+    assert!(!replica.following());
+    let resumed = replica.step(Event::Loaded(Some(stored)));
+    assert!(!holds(&resumed).is_empty() || resumed.iter().any(|a| matches!(a, Action::Save(_))), "{resumed:?}");
+    replica.step(Event::Command { policy: web(), id: 10, command: Command::Abort, now: 4_000 });
+    assert!(replica.policies()[&web()].active.is_none(), "the leader acts on commands");
+}
+
+#[test]
 fn a_follower_holds_as_the_stored_state_says_and_decides_nothing() {
     let mut leader = started();
     leader.step(published("r2", &plan("r2", "green", "1", true), 1_000));
