@@ -199,7 +199,7 @@ async fn a_replica_added_takes_only_its_share_and_one_stopped_gives_away_only_it
 
     // One of the first three stops (SIGTERM: it releases its Lease): only its members
     // move, at the others' next round rather than after the lease duration.
-    let (stopping, _) = after.iter().map(|(_, p)| (*p, ())).find(|(p, _)| *p != port).unwrap();
+    let stopping = *after.values().find(|p| **p != port).unwrap();
     let index = running.iter().position(|r| r.0 == stopping).unwrap();
     let pid = running[index].2.as_ref().unwrap().0.id().to_string();
     let stopped = Instant::now();
