@@ -174,6 +174,10 @@ pub struct Metrics {
     pub source_unavailable: Gauge,
     /// 1 while this instance leads (always 1 without leader election).
     pub leading: Gauge,
+    /// With `--sharding`: the members this replica owns.
+    pub shard_members: Gauge,
+    /// With `--sharding`: the live replicas this one sees, itself included.
+    pub shard_replicas: Gauge,
     /// Per member: 1 Ready, 0 NotReady, -1 Unknown (the failover loop's decision).
     pub cluster_ready: Family<ClusterLabel, Gauge>,
     /// Per member: workloads failover moved off it.
@@ -211,6 +215,8 @@ impl Metrics {
             heap_free: Gauge::default(),
             source_unavailable: Gauge::default(),
             leading: Gauge::default(),
+            shard_members: Gauge::default(),
+            shard_replicas: Gauge::default(),
             cluster_ready: Family::default(),
             evictions: Family::default(),
             member_revision: Family::default(),
@@ -308,6 +314,16 @@ impl Metrics {
             metrics.source_unavailable.clone(),
         );
         registry.register("flotilla_leading", "1 while this instance leads", metrics.leading.clone());
+        registry.register(
+            "flotilla_shard_members",
+            "Members this replica owns (--sharding)",
+            metrics.shard_members.clone(),
+        );
+        registry.register(
+            "flotilla_shard_replicas",
+            "Live replicas this one sees, itself included (--sharding)",
+            metrics.shard_replicas.clone(),
+        );
         registry.register(
             "flotilla_cluster_ready",
             "Per member: 1 Ready, 0 NotReady, -1 Unknown",

@@ -152,9 +152,10 @@ pub struct StatusArgs {
     /// Git revision of the repo (as for render).
     #[arg(long = "ref", value_name = "REV")]
     pub rev: Option<String>,
-    /// Instead: ask a running controller (`http://ADDR`, its --listen address).
+    /// Instead: ask a running controller (`http://ADDR`, its --listen address);
+    /// repeat it for every replica of a sharded controller.
     #[arg(long, value_name = "URL", conflicts_with_all = ["repo", "rev"])]
-    pub controller: Option<String>,
+    pub controller: Vec<String>,
     /// Kubeconfig with one context per member cluster, named after it.
     #[arg(long, value_name = "FILE", env = "KUBECONFIG", required_unless_present = "controller")]
     pub kubeconfig: Option<PathBuf>,

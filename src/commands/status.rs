@@ -9,10 +9,11 @@ use super::{Outcome, plan, report, runtime};
 use crate::cli::{ListFormat, SourceArgs, StatusArgs};
 use crate::clusters;
 use crate::status::{AutoscalerStatus, Status};
+use flotilla_core::escape::visible;
 
 pub fn status(args: StatusArgs) -> anyhow::Result<Outcome> {
-    if let Some(url) = &args.controller {
-        return controller_status(url, args.request_timeout, args.output);
+    if !args.controller.is_empty() {
+        return controller_status(&args.controller, args.request_timeout, args.output);
     }
     let source = SourceArgs {
         repo: args.repo.clone().expect("clap requires it"),
@@ -67,15 +68,48 @@ pub(crate) fn structured(value: &impl serde::Serialize, format: ListFormat) -> a
     })
 }
 
-/// Prints what a running controller reports at `/status`, read through the same types
-/// that write it; exit 1 unless the newest revision is applied everywhere.
-fn controller_status(url: &str, timeout: Duration, output: Option<ListFormat>) -> anyhow::Result<Outcome> {
-    let status = fetch(url, timeout)?;
-    match output {
-        None | Some(ListFormat::Wide) => print!("{}", show(&status)),
-        Some(format) => print!("{}", structured(&status, format)?),
+/// Prints what running controllers report at `/status` (one, or every replica of a
+/// sharded one), read through the same types that write it; exit 1 unless the newest
+/// revision is applied everywhere (and, sharded, every member is owned exactly once).
+fn controller_status(urls: &[String], timeout: Duration, output: Option<ListFormat>) -> anyhow::Result<Outcome> {
+    let statuses: Vec<(String, Status)> =
+        urls.iter().map(|url| fetch(url, timeout).map(|s| (url.clone(), s))).collect::<anyhow::Result<_>>()?;
+    let owners = shard_owners(&statuses);
+    match (output, statuses.as_slice()) {
+        (None | Some(ListFormat::Wide), [(_, status)]) => print!("{}", show(status)),
+        (None | Some(ListFormat::Wide), _) => {
+            for (url, status) in &statuses {
+                println!("== {}", flotilla_core::escape::visible(url));
+                print!("{}", show(status));
+            }
+        }
+        (Some(format), [(_, status)]) => print!("{}", structured(status, format)?),
+        (Some(format), _) => {
+            let by_url: std::collections::BTreeMap<&String, &Status> = statuses.iter().map(|(u, s)| (u, s)).collect();
+            print!("{}", structured(&by_url, format)?);
+        }
     }
-    Ok(if status.healthy() { Outcome::Clean } else { Outcome::Problems })
+    let shared_badly: Vec<&String> = owners.iter().filter(|(_, by)| by.len() != 1).map(|(m, _)| m).collect();
+    if statuses.len() > 1 && output.is_none() {
+        for (member, by) in &owners {
+            if by.len() > 1 {
+                println!("warning: {} is owned by {} replicas: {}", visible(member), by.len(), by.join(", "));
+            }
+        }
+    }
+    let healthy = statuses.iter().all(|(_, s)| s.healthy()) && shared_badly.is_empty();
+    Ok(if healthy { Outcome::Clean } else { Outcome::Problems })
+}
+
+/// Per member a sharded controller's replicas name, the replicas that own it.
+fn shard_owners(statuses: &[(String, Status)]) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut owners: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for shard in statuses.iter().filter_map(|(_, s)| s.shard.as_ref()) {
+        for member in &shard.clusters {
+            owners.entry(member.clone()).or_default().push(shard.replica.clone());
+        }
+    }
+    owners
 }
 
 /// A running controller's `/status` (`url`: its --listen address, as `http://ADDR`).
@@ -109,6 +143,17 @@ fn show(status: &Status) -> String {
     }
     if !status.leading {
         out += "leading   no (standing by)\n";
+    }
+    if let Some(shard) = &status.shard {
+        let role = if shard.leads_fleet { ", leads the fleet" } else { "" };
+        let joining = if shard.joining { " (joining)" } else { "" };
+        out += &format!(
+            "shard     {}{role}{joining}: owns {} of {} live replicas' members: {}\n",
+            visible(&shard.replica),
+            shard.clusters.len(),
+            shard.replicas.len(),
+            visible(&shard.clusters.join(", "))
+        );
     }
     for (cluster, line) in &status.clusters {
         out += &format!("{cluster:<12}{}\n", flotilla_core::escape::visible(line));

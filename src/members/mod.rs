@@ -180,6 +180,8 @@ impl Fleet {
             }
             let shard_status = shard.as_ref().map(|s| {
                 let s = s.borrow();
+                fleet.metrics.shard_members.set(mine.len() as i64);
+                fleet.metrics.shard_replicas.set(s.replicas.len() as i64);
                 let leads_fleet = *inputs.leading.borrow();
                 let replica = crate::identity::identity().to_owned();
                 crate::status::ShardStatus {

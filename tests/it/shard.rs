@@ -110,6 +110,11 @@ async fn two_replicas_share_four_members_and_one_takes_them_all_when_the_other_i
     write(served.work.path(), "fleet.yaml", fleet(ns, "v2").as_bytes());
     commit_and_push(served.work.path(), "v2");
     everywhere(members, ns, "v2").await;
+    // `flotilla status` reads every replica: each one's share, and no member owned twice.
+    let urls: Vec<String> = ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+    let (_, out, err) = crate::support::run(&["status", "--controller", &urls[0], "--controller", &urls[1]]);
+    assert_eq!(out.matches("\nshard     ").count(), 2, "{out}{err}");
+    assert!(out.contains("leads the fleet") && !out.contains("warning:"), "{out}");
 
     // The replica with more members dies: the other owns all four within the lease
     // duration and a retry period (and the round that sees it).
@@ -122,6 +127,8 @@ async fn two_replicas_share_four_members_and_one_takes_them_all_when_the_other_i
     wait_for("the survivor to own all four", Duration::from_secs(30), || async { owned(ports[alive]) == MEMBERS })
         .await;
     let took = killed.elapsed();
+    let metrics = http(ports[alive], "GET", "/metrics", &[], b"").1;
+    assert!(metrics.contains("flotilla_shard_members 4") && metrics.contains("flotilla_shard_replicas 1"), "{metrics}");
     eprintln!("shard: SIGKILL → the survivor owns every member after {took:?}");
     assert!(took <= Duration::from_millis(6_000 + 800 + 1_500), "within the lease duration and a retry: {took:?}");
     write(served.work.path(), "fleet.yaml", fleet(ns, "v3").as_bytes());
