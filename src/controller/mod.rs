@@ -100,18 +100,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let (triggers, triggered) = mpsc::unbounded_channel();
     let (deliver, deliveries) = mpsc::unbounded_channel();
     let (page, snapshots) = watch::channel(Arc::default());
-    let ui = config.ui.as_ref().map(|s| {
-        let reviews = s.kubernetes.then(|| {
-            let (namespace, instance) = (config.reconcile.namespace.clone(), config.reconcile.instance.clone());
-            crate::ui::auth::Kubernetes::new(parts.host.clone(), namespace, instance)
-        });
-        let live = crate::ui::live::Live {
-            access: members::access(&config, &parts),
-            applying: applying(&config.reconcile),
-            scope: config.reconcile.scope.clone(),
-        };
-        crate::ui::Ui::new(snapshots, crate::ui::auth::Auth::new(s.token.clone(), reviews)).comparing(live)
-    });
+    let ui = config.ui.as_ref().map(|s| fleet_page(&config, &parts, s, snapshots));
     serve(&config, &parts, Arc::new(registry), (triggers.clone(), deliver), ui).await?;
 
     let git = open_branch(&config).await?;
@@ -122,10 +111,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let namespace = &config.reconcile.namespace;
     let leadership =
         Leadership::start(config.election.as_ref(), &parts.host, namespace, crate::identity::identity()).await?;
-    let sharded = match config.sharding {
-        true => Some(start_sharding(&config, &parts).await?),
-        false => None,
-    };
+    let mut sharded = Sharded::start(&config, &parts, &leadership).await?;
     let stop = shutdown_signal();
     let parse_cache = Arc::new(Mutex::new(Default::default()));
     let (rendered, plans) = watch::channel(None);
@@ -152,12 +138,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let rendered = plans.clone();
         loop_.run(crate::previews::Inputs { deliveries, rendered, leading: leadership.subscribe(), stop: stop.clone() })
     });
-    let fence = sharded.as_ref().map_or_else(|| leadership.fence(), |(h, _)| Fence::until(h.until.clone()));
-    let fleet = members_fleet(&config.reconcile, &parts, fence, overlay.clone());
-    // Every sharded replica renders (the render is pure: they agree) and applies its
-    // own members; without sharding only the leader does.
-    let (_rendering, always) = watch::channel(true);
-    let render_leading = if sharded.is_some() { always } else { leadership.subscribe() };
+    let fleet = members_fleet(&config.reconcile, &parts, sharded.fence.clone(), overlay.clone());
     let reconciler = reconcile_loop(
         (&config.reconcile, &config.credentials),
         &parts,
@@ -169,43 +150,75 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // task (the member clients they share are not all `Send` across every lifetime a
     // spawned task would need).
     let previewing = futures::future::OptionFuture::from(previews);
-    let (handle, shard) = match sharded {
-        Some((handle, told)) => {
-            let shard = Some((handle.shard.clone(), told));
-            (Some(handle), shard)
-        }
-        None => (None, None),
-    };
+    let shard = sharded.shard.take();
     let converging =
         fleet.run(crate::members::Inputs { publications, leading: leadership.subscribe(), stop: stop.clone(), shard });
-    let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: render_leading, stop });
+    let rendering = sharded.rendering.clone();
+    let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: rendering, stop });
     tokio::join!(reconciling, previewing, converging);
     info!("stopping");
     for task in [autoscaler, endpoints, failover, heartbeat, rolling, feed].into_iter().flatten() {
         let _ = task.await;
     }
-    if let Some(handle) = handle {
+    if let Some(handle) = sharded.handle {
         handle.release().await;
     }
     leadership.release().await;
     Ok(())
 }
 
-/// This replica's membership, and where the fleet tells it the members.
-async fn start_sharding(
+/// The fleet page: its token or Kubernetes reviews, and the live diff through the
+/// members' shared clients.
+fn fleet_page(
     config: &Config,
     parts: &Parts,
-) -> anyhow::Result<(crate::shard::Handle, watch::Sender<std::collections::BTreeSet<String>>)> {
-    let election = config.election.as_ref().context("--sharding needs --leader-elect")?;
-    let (told, members) = watch::channel(Default::default());
-    let sharding = crate::shard::Sharding {
-        host: parts.host.clone(),
-        namespace: config.reconcile.namespace.clone(),
-        instance: config.reconcile.instance.clone(),
-        identity: crate::identity::identity().to_owned(),
-        timing: election.timing,
+    settings: &crate::ui::Settings,
+    snapshots: watch::Receiver<Arc<crate::ui::Snapshot>>,
+) -> crate::ui::Ui {
+    let reviews = settings.kubernetes.then(|| {
+        let (namespace, instance) = (config.reconcile.namespace.clone(), config.reconcile.instance.clone());
+        crate::ui::auth::Kubernetes::new(parts.host.clone(), namespace, instance)
+    });
+    let live = crate::ui::live::Live {
+        access: members::access(config, parts),
+        applying: applying(&config.reconcile),
+        scope: config.reconcile.scope.clone(),
     };
-    Ok((sharding.start(members).await?, told))
+    crate::ui::Ui::new(snapshots, crate::ui::auth::Auth::new(settings.token.clone(), reviews)).comparing(live)
+}
+
+/// What `--sharding` changes in a run: the members' fence is this replica's
+/// membership rather than the fleet's Lease, and every replica renders (the render is
+/// pure: they agree) and applies its own members; without it only the leader does.
+struct Sharded {
+    fence: Fence,
+    rendering: watch::Receiver<bool>,
+    _always: watch::Sender<bool>,
+    shard: Option<(watch::Receiver<crate::shard::step::Shard>, watch::Sender<std::collections::BTreeSet<String>>)>,
+    handle: Option<crate::shard::Handle>,
+}
+
+impl Sharded {
+    async fn start(config: &Config, parts: &Parts, leadership: &Leadership) -> anyhow::Result<Self> {
+        let (always, rendering) = watch::channel(true);
+        if !config.sharding {
+            let (fence, rendering) = (leadership.fence(), leadership.subscribe());
+            return Ok(Self { fence, rendering, _always: always, shard: None, handle: None });
+        }
+        let election = config.election.as_ref().context("--sharding needs --leader-elect")?;
+        let (told, members) = watch::channel(Default::default());
+        let sharding = crate::shard::Sharding {
+            host: parts.host.clone(),
+            namespace: config.reconcile.namespace.clone(),
+            instance: config.reconcile.instance.clone(),
+            identity: crate::identity::identity().to_owned(),
+            timing: election.timing,
+        };
+        let handle = sharding.start(members).await?;
+        let fence = Fence::until(handle.until.clone());
+        let shard = Some((handle.shard.clone(), told));
+        Ok(Self { fence, rendering, _always: always, shard, handle: Some(handle) })
+    }
 }
 
 /// Opens the followed branch (fetching into the cache happens later, in the loop) and

@@ -6,26 +6,6 @@
 
 mod evict;
 mod health;
-/// The live taints and evictions `memory` holds, as a render takes them (a sharded
-/// replica that does not lead renders with the leader's, read from its store).
-pub fn overlay(memory: &Memory) -> ClusterState {
-    let taints = memory
-        .clusters
-        .iter()
-        .filter(|(_, h)| !h.taints.is_empty())
-        .map(|(c, h)| (c.clone(), h.taints.iter().map(|t| t.taint.clone()).collect()))
-        .collect();
-    let evictions = memory
-        .evictions
-        .iter()
-        .map(|(key, tasks)| {
-            let tasks = tasks.iter().map(|(c, t)| (c.clone(), Evicted { keep: t.kept.then_some(t.replicas) }));
-            (key.clone(), tasks.collect())
-        })
-        .collect();
-    ClusterState { taints, evictions, ..ClusterState::default() }
-}
-
 #[cfg(test)]
 mod tests;
 
@@ -409,4 +389,24 @@ impl State {
         }
         Action::Moved(moved)
     }
+}
+
+/// The live taints and evictions `memory` holds, as a render takes them (a sharded
+/// replica that does not lead renders with the leader's, read from its store).
+pub fn overlay(memory: &Memory) -> ClusterState {
+    let taints = memory
+        .clusters
+        .iter()
+        .filter(|(_, h)| !h.taints.is_empty())
+        .map(|(c, h)| (c.clone(), h.taints.iter().map(|t| t.taint.clone()).collect()))
+        .collect();
+    let evictions = memory
+        .evictions
+        .iter()
+        .map(|(key, tasks)| {
+            let tasks = tasks.iter().map(|(c, t)| (c.clone(), Evicted { keep: t.kept.then_some(t.replicas) }));
+            (key.clone(), tasks.collect())
+        })
+        .collect();
+    ClusterState { taints, evictions, ..ClusterState::default() }
 }

@@ -178,30 +178,36 @@ impl Fleet {
                 let (plan, kubeconfig) = (published.plan.clone(), published.kubeconfig.clone());
                 sender.send_replace(Some(Arc::new(Target { goal, plan, holds, kubeconfig })));
             }
-            let shard_status = shard.as_ref().map(|s| {
-                let s = s.borrow();
-                fleet.metrics.shard_members.set(mine.len() as i64);
-                fleet.metrics.shard_replicas.set(s.replicas.len() as i64);
-                let leads_fleet = *inputs.leading.borrow();
-                let replica = crate::identity::identity().to_owned();
-                crate::status::ShardStatus {
-                    replica,
-                    replicas: s.replicas.clone(),
-                    clusters: mine.clone(),
-                    joining: s.joining,
-                    leads_fleet,
-                }
-            });
-            // A joining replica owns nothing yet: it is not ready for having nothing to do.
-            let joining = shard_status.as_ref().is_some_and(|s| s.joining);
-            fleet.board.update(|s| {
-                s.shard = shard_status;
-                if !joining {
-                    s.expect(published.revision.to_string(), &mine)
-                }
-            });
+            expect(&fleet, shard.as_ref(), *inputs.leading.borrow(), published, &mine);
         }
     }
+}
+
+/// Shows what the fleet expects of its members now (those of this replica's share, with
+/// `--sharding`), and the share itself.
+fn expect(
+    fleet: &Fleet,
+    shard: Option<&watch::Receiver<crate::shard::step::Shard>>,
+    leads_fleet: bool,
+    published: &Publication,
+    mine: &[String],
+) {
+    let shard_status = shard.map(|s| {
+        let s = s.borrow();
+        fleet.metrics.shard_members.set(mine.len() as i64);
+        fleet.metrics.shard_replicas.set(s.replicas.len() as i64);
+        let replica = crate::identity::identity().to_owned();
+        let (replicas, clusters, joining) = (s.replicas.clone(), mine.to_vec(), s.joining);
+        crate::status::ShardStatus { replica, replicas, clusters, joining, leads_fleet }
+    });
+    // A joining replica owns nothing yet: it is not ready for having nothing to do.
+    let joining = shard_status.as_ref().is_some_and(|s| s.joining);
+    fleet.board.update(|s| {
+        s.shard = shard_status;
+        if !joining {
+            s.expect(published.revision.to_string(), mine)
+        }
+    });
 }
 
 /// A change of this replica's shard; never, without sharding.
