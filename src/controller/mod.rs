@@ -103,11 +103,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let ui = config.ui.as_ref().map(|s| fleet_page(&config, &parts, s, snapshots));
     serve(&config, &parts, Arc::new(registry), (triggers.clone(), deliver), ui).await?;
 
-    let git = open_branch(&config).await?;
-    let wake = triggers.clone();
-    let _watcher = crate::git::watch_local(&config.repo, move || {
-        let _ = wake.send(Trigger::Fetch);
-    })?;
+    let (git, _watcher) = open_branch(&config, triggers.clone()).await?;
     let namespace = &config.reconcile.namespace;
     let leadership =
         Leadership::start(config.election.as_ref(), &parts.host, namespace, crate::identity::identity()).await?;
@@ -131,12 +127,15 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         (&leadership, overlay.clone(), &stop),
         publications,
     );
-    let previews = config.previews.map(|follow| {
-        let mut loop_ =
-            previews_loop(follow, &config.reconcile, &config.credentials, &parts, &git, &parse_cache, &leadership);
-        loop_.health = overlay.clone();
-        let rendered = plans.clone();
-        loop_.run(crate::previews::Inputs { deliveries, rendered, leading: leadership.subscribe(), stop: stop.clone() })
+    let previews = config.previews.as_ref().map(|follow| {
+        let loop_ = previews_loop(follow, (&config, &parts), (&git, &parse_cache), &leadership, overlay.clone());
+        let inputs = crate::previews::Inputs {
+            deliveries,
+            rendered: plans.clone(),
+            leading: leadership.subscribe(),
+            stop: stop.clone(),
+        };
+        loop_.run(inputs)
     });
     let fleet = members_fleet(&config.reconcile, &parts, sharded.fence.clone(), overlay.clone());
     let reconciler = reconcile_loop(
@@ -150,19 +149,15 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // task (the member clients they share are not all `Send` across every lifetime a
     // spawned task would need).
     let previewing = futures::future::OptionFuture::from(previews);
-    let shard = sharded.shard.take();
-    let converging =
-        fleet.run(crate::members::Inputs { publications, leading: leadership.subscribe(), stop: stop.clone(), shard });
-    let rendering = sharded.rendering.clone();
-    let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: rendering, stop });
+    let (shard, leading) = (sharded.shard.take(), leadership.subscribe());
+    let converging = fleet.run(crate::members::Inputs { publications, leading, stop: stop.clone(), shard });
+    let reconciling = reconciler.run(Inputs { triggers: Some(triggered), leading: sharded.rendering.clone(), stop });
     tokio::join!(reconciling, previewing, converging);
     info!("stopping");
     for task in [autoscaler, endpoints, failover, heartbeat, rolling, feed].into_iter().flatten() {
         let _ = task.await;
     }
-    if let Some(handle) = sharded.handle {
-        handle.release().await;
-    }
+    sharded.release().await;
     leadership.release().await;
     Ok(())
 }
@@ -219,11 +214,29 @@ impl Sharded {
         let shard = Some((handle.shard.clone(), told));
         Ok(Self { fence, rendering, _always: always, shard, handle: Some(handle) })
     }
+
+    /// Gives the membership up (the members' workers have stopped).
+    async fn release(self) {
+        if let Some(handle) = self.handle {
+            handle.release().await;
+        }
+    }
 }
 
 /// Opens the followed branch (fetching into the cache happens later, in the loop) and
-/// hands it to its Git thread.
-async fn open_branch(config: &Config) -> anyhow::Result<Git> {
+/// hands it to its Git thread; a local repository's commits wake the loop (`triggers`).
+async fn open_branch(
+    config: &Config,
+    triggers: mpsc::UnboundedSender<Trigger>,
+) -> anyhow::Result<(Git, Option<crate::git::LocalWatch>)> {
+    let git = open_git(config).await?;
+    let watcher = crate::git::watch_local(&config.repo, move || {
+        let _ = triggers.send(Trigger::Fetch);
+    })?;
+    Ok((git, watcher))
+}
+
+async fn open_git(config: &Config) -> anyhow::Result<Git> {
     let (repo, branch, cache, auth) =
         (config.repo.clone(), config.branch.clone(), config.cache_dir.clone(), config.git_auth.clone());
     let opened = tokio::task::spawn_blocking(move || Branch::open(&repo, &branch, &cache, auth)).await?;
@@ -360,14 +373,13 @@ fn applying(reconcile: &crate::reconciler::Settings) -> crate::clusters::Applyin
 
 /// The preview loop, applying previews as the reconcile loop applies production.
 fn previews_loop(
-    follow: crate::previews::Follow,
-    reconcile: &crate::reconciler::Settings,
-    credentials: &Credentials,
-    parts: &Parts,
-    git: &Git,
-    parse_cache: &Arc<Mutex<flotilla_core::load::ParseCache>>,
+    follow: &crate::previews::Follow,
+    (config, parts): (&Config, &Parts),
+    (git, parse_cache): (&Git, &Arc<Mutex<flotilla_core::load::ParseCache>>),
     leadership: &Leadership,
+    health: Option<watch::Receiver<flotilla_core::model::ClusterState>>,
 ) -> crate::previews::Previews {
+    let reconcile = &config.reconcile;
     let apply = applying(reconcile);
     let renderer = crate::rendering::Renderer {
         git: git.clone(),
@@ -377,14 +389,14 @@ fn previews_loop(
         admission: reconcile.admission,
     };
     crate::previews::Previews {
-        settings: crate::previews::Settings { step: follow.step, poll: follow.poll, apply },
-        forge: follow.forge,
+        settings: crate::previews::Settings { step: follow.step.clone(), poll: follow.poll, apply },
+        forge: follow.forge.clone(),
         renderer,
-        credentials: credentials.clone(),
+        credentials: config.credentials.clone(),
         host: parts.host.clone(),
         pool: parts.pool.clone(),
         fence: leadership.fence(),
-        health: None,
+        health,
         board: parts.board.clone(),
     }
 }

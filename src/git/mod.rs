@@ -19,7 +19,7 @@ pub use auth::GitAuth;
 pub use branch::{Branch, FetchError, Files, Pushed, check_transport, is_url};
 pub use read::{read, read_cached, read_commit};
 pub use verify::{Unverified, Verifier};
-pub use watch::watch_local;
+pub use watch::{LocalWatch, watch_local};
 
 /// Where a local directory's manifests come from, for the inventory: inside a Git work
 /// tree, its `origin` URL (else the work tree's path), the branch (`rev`, else the

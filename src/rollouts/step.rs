@@ -164,22 +164,6 @@ impl State {
         Self::default()
     }
 
-    /// A Pull agent's loop: it follows the stored state it is given and decides nothing.
-    pub fn follower() -> Self {
-        Self { follower: true, ..Self::default() }
-    }
-
-    /// A sharded replica's loop: see [`Self::following`].
-    pub fn sharded() -> Self {
-        Self { sharded: true, ..Self::default() }
-    }
-
-    /// Whether it follows the stored state now (an agent always; a sharded replica
-    /// while another leads) instead of deciding.
-    pub fn following(&self) -> bool {
-        self.follower || (self.sharded && !self.leading)
-    }
-
     /// Takes one event; returns what to do, in order.
     pub fn step(&mut self, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
@@ -240,36 +224,6 @@ impl State {
         }
         self.decide(&mut out);
         out
-    }
-
-    /// A follower's event: the stored state replaces what it knew, plans are kept, and
-    /// nothing else is its to decide. A held revision it cannot render yet (its Git
-    /// not there yet) is asked for again at the next read.
-    fn follow(&mut self, event: Event, out: &mut Vec<Action>) {
-        match event {
-            Event::Leading(leading) => {
-                self.leading = leading;
-                self.assigned = None;
-            }
-            Event::Loaded(stored) => {
-                self.policies = stored.map(|s| s.policies.into_iter().collect()).unwrap_or_default();
-                self.loaded = true;
-                self.failed.clear();
-            }
-            Event::Published { revision, plan, now } => self.publish(revision, plan, now, out),
-            Event::Rendered { revision, plan } => {
-                self.rendering.remove(&revision);
-                match plan {
-                    Ok(plan) => {
-                        self.plans.insert(revision, plan);
-                    }
-                    Err(_) => {
-                        self.failed.insert(revision);
-                    }
-                }
-            }
-            Event::Observed { .. } | Event::Gates { .. } | Event::Command { .. } | Event::Tick(_) => {}
-        }
     }
 
     fn load(&mut self, stored: Option<Stored>) -> Vec<Action> {
@@ -504,6 +458,7 @@ fn revisions(state: &rollout::step::State) -> impl Iterator<Item = &str> {
 }
 
 mod assign;
+mod follow;
 
 pub use assign::Watch;
 use assign::{Identity, durable, identity};

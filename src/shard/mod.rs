@@ -103,8 +103,11 @@ impl Rounds {
         let timing = self.settings.timing;
         let mut membership = Membership::new(self.settings.identity.clone(), timing);
         let mut next = Instant::now();
+        membership.step(Event::Members(members.borrow_and_update().clone()));
         loop {
-            membership.step(Event::Members(members.borrow_and_update().clone()));
+            if members.has_changed().unwrap_or(false) {
+                membership.step(Event::Members(members.borrow_and_update().clone()));
+            }
             let now = Instant::now();
             if now >= next {
                 let started = now;

@@ -181,6 +181,12 @@ pub fn presented(request: &Request) -> Option<String> {
     })
 }
 
+/// Whether `token` can be a token at all: one word of printable characters, none of
+/// them a cookie's separator.
+pub fn one_word(token: &str) -> bool {
+    !token.is_empty() && !token.contains(|c: char| c.is_whitespace() || c.is_control() || c == ';')
+}
+
 /// Compares a secret in time that does not depend on where it differs.
 pub fn equal(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0

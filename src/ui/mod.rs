@@ -65,7 +65,7 @@ pub fn token(file: Option<&std::path::Path>, listen: &str, reviewed: bool) -> an
             let token = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
             let token = token.trim().to_owned();
             anyhow::ensure!(
-                !token.is_empty() && !token.contains(|c: char| c.is_whitespace() || c.is_control() || c == ';'),
+                auth::one_word(&token),
                 "{}: the token must be one word of printable characters",
                 file.display()
             );
@@ -282,7 +282,7 @@ async fn login(State(ui): State<Ui>, body: String) -> Response {
         return axum::response::Redirect::to("/ui/").into_response();
     }
     let given = form_urlencoded::parse(body.as_bytes()).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
-    let given = given.filter(|g| !g.contains(|c: char| c.is_whitespace() || c.is_control() || c == ';'));
+    let given = given.filter(|g| auth::one_word(g));
     match ui.auth.judge(given.as_deref()).await {
         auth::Verdict::Allowed => {
             let cookie =

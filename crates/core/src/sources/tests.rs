@@ -215,23 +215,32 @@ fn charts_held_by_the_parse_cache_are_declared_without_reading_their_file() {
     assert_eq!(charts[0].name, "shop");
 }
 
+/// `HELM_CHART` with its `chart:` line replaced by `repository: REPOSITORY`.
+fn remote(repository: &str) -> String {
+    HELM_CHART.replace("  chart: charts/shop\n", &format!("  repository: {repository}\n"))
+}
+
+/// Why `text`, as `fleet/shop.yaml` of the shop repository (without its values file),
+/// does not load.
+fn load_error(text: String) -> String {
+    let limits = Limits::default();
+    let mut files = shop();
+    files.files.insert("fleet/shop.yaml".into(), text.into_bytes());
+    files.files.remove("envs/prod.yaml");
+    let loose = assemble(files.clone(), &units(&files, &limits).unwrap(), &[], []);
+    crate::load::load(&loose, &limits).unwrap_err().to_string()
+}
+
 #[test]
-fn a_remote_chart_is_pinned_exactly_or_refused() {
+fn a_remote_chart_is_pinned_exactly() {
     let limits = Limits::default();
     let digest = format!("sha256:{}", "ab".repeat(32));
-    let with =
-        |repository: &str| HELM_CHART.replace("  chart: charts/shop\n", &format!("  repository: {repository}\n"));
-    let expand = |text: String| {
-        let mut files = shop();
-        files.files.insert("fleet/shop.yaml".into(), text.into_bytes());
-        let units = units(&files, &limits).unwrap();
-        let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
-        expansions(&files, &units, &charts)
-    };
-    let good = expand(with(&format!(
-        "{{url: \"https://charts.example.com/\", name: shop, version: 1.2.3, digest: \"{digest}\"}}"
-    )))
-    .unwrap();
+    let mut files = shop();
+    let pinned = format!("{{url: \"https://charts.example.com/\", name: shop, version: 1.2.3, digest: \"{digest}\"}}");
+    files.files.insert("fleet/shop.yaml".into(), remote(&pinned).into_bytes());
+    let units = units(&files, &limits).unwrap();
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let good = expansions(&files, &units, &charts).unwrap();
     let expansion = good.iter().find(|e| e.name == "HelmChart shop/shop").unwrap();
     let Job::Helm { chart: Chart::Remote(remote), .. } = &expansion.job else { panic!("{:?}", expansion.job) };
     assert_eq!(
@@ -240,6 +249,11 @@ fn a_remote_chart_is_pinned_exactly_or_refused() {
     );
     assert_eq!(remote.hex(), "ab".repeat(32));
     assert_eq!(expansion.inputs, ["envs/prod.yaml"], "only the values files are read from the repository");
+}
+
+#[test]
+fn a_remote_chart_not_pinned_exactly_is_refused() {
+    let digest = format!("sha256:{}", "ab".repeat(32));
     for (repository, want) in [
         (
             format!("{{url: \"oci://ghcr.io/x/shop\", version: 1.2.3, digest: \"{digest}\"}}"),
@@ -272,12 +286,7 @@ fn a_remote_chart_is_pinned_exactly_or_refused() {
             "64 hex digits",
         ),
     ] {
-        let mut files = shop();
-        files.files.insert("fleet/shop.yaml".into(), with(&repository).into_bytes());
-        files.files.remove("envs/prod.yaml");
-        let units = units(&files, &limits).unwrap();
-        let loose = assemble(files.clone(), &units, &[], []);
-        let err = crate::load::load(&loose, &limits).unwrap_err().to_string();
+        let err = load_error(remote(&repository));
         assert!(err.starts_with("fleet/shop.yaml: document 1 (line 1): spec.repository"), "{err}");
         assert!(err.contains(want), "{repository}: {err}");
     }
@@ -287,10 +296,6 @@ fn a_remote_chart_is_pinned_exactly_or_refused() {
     );
     let neither = HELM_CHART.replace("  chart: charts/shop\n", "");
     for (text, want) in [(both, "spec: set chart or repository, not both"), (neither, "spec.chart: required")] {
-        let mut files = shop();
-        files.files.insert("fleet/shop.yaml".into(), text.into_bytes());
-        files.files.remove("envs/prod.yaml");
-        let loose = assemble(files.clone(), &units(&files, &limits).unwrap(), &[], []);
-        assert!(crate::load::load(&loose, &limits).unwrap_err().to_string().contains(want));
+        assert!(load_error(text).contains(want));
     }
 }
