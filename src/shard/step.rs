@@ -12,8 +12,10 @@
 //! - Its right to write lapses a renew deadline after the start of its last round that
 //!   renewed its Lease and listed the others; a replica cut off from the host cluster
 //!   stops before any other takes its members.
-//! - Another replica counts as live until its record has not changed for the lease
-//!   duration as this process observed it; a released (deleted) Lease is gone at once.
+//! - Another replica counts as live until a list shows its record unchanged for the
+//!   lease duration as this process observed it (judged at that list, never by time
+//!   passing since: the record may have changed unseen); a released Lease is gone at
+//!   once.
 //! - Members go to the live replicas (this one included) by rendezvous hashing
 //!   ([`super::assign`]); a replica newly seen takes its share from the others at once
 //!   (they stop) while it only starts after joining.
@@ -72,6 +74,9 @@ pub struct Membership {
     joined: Option<Instant>,
     /// The start of the last round that renewed its Lease and listed the others.
     held: Option<Instant>,
+    /// When the answer to the last list of the others arrived: a peer's record is aged
+    /// as of then, never beyond what was seen (a peer renewed since would look dead).
+    listed: Option<Instant>,
     peers: BTreeMap<String, Peer>,
     members: BTreeSet<String>,
 }
@@ -79,7 +84,7 @@ pub struct Membership {
 impl Membership {
     /// Replica `me`, with the Leases' timing.
     pub fn new(me: String, timing: Timing) -> Self {
-        Self { me, timing, joined: None, held: None, peers: BTreeMap::new(), members: BTreeSet::new() }
+        Self { me, timing, joined: None, held: None, listed: None, peers: BTreeMap::new(), members: BTreeSet::new() }
     }
 
     /// Takes one event.
@@ -97,6 +102,7 @@ impl Membership {
                 }
                 if let Some(listed) = listed {
                     self.see(listed, received);
+                    self.listed = Some(received);
                     if renewed {
                         self.held = Some(started);
                     }
@@ -130,7 +136,7 @@ impl Membership {
         let mut live: Vec<String> = self
             .peers
             .iter()
-            .filter(|(_, p)| now < p.changed + self.timing.duration)
+            .filter(|(_, p)| self.listed.is_some_and(|at| at < p.changed + self.timing.duration))
             .map(|(identity, _)| identity.clone())
             .collect();
         if self.until(now).is_some() {
