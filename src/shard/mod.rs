@@ -105,9 +105,6 @@ impl Rounds {
         let mut next = Instant::now();
         membership.step(Event::Members(members.borrow_and_update().clone()));
         loop {
-            if members.has_changed().unwrap_or(false) {
-                membership.step(Event::Members(members.borrow_and_update().clone()));
-            }
             let now = Instant::now();
             if now >= next {
                 let started = now;
@@ -133,7 +130,10 @@ impl Rounds {
             });
             tokio::select! {
                 _ = tokio::time::sleep_until(next.into()) => {}
-                Ok(()) = members.changed() => {}
+                // `changed` marks the value seen: it is read here, or never.
+                Ok(()) = members.changed() => {
+                    membership.step(Event::Members(members.borrow_and_update().clone()));
+                }
                 _ = &mut stopped => break,
             }
         }
