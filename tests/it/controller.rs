@@ -535,7 +535,7 @@ async fn the_deploy_rbac_is_enough_and_no_more() {
                 &format!("127.0.0.1:{http_port}"),
             ])
             .args(["--cache-dir", cache.path().to_str().unwrap(), "--leader-elect", "--lease-duration", "5"])
-            .args(["--ui", "--ui-kubernetes-auth"])
+            .args(["--sharding", "--ui", "--ui-kubernetes-auth"])
             .quiet(),
     );
     wait_for("the ServiceAccount-backed controller to lead", Duration::from_secs(60), || async { ready(http_port) })
