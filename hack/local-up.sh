@@ -12,6 +12,9 @@
 #   FLOTILLA_TOOLS_BIN     where hack/build-tools.sh puts the binaries
 #   FLOTILLA_OWNER_PID     if set, tear everything down when this process exits
 #   FLOTILLA_AUDIT_POLICY  audit policy file (default hack/audit-policy.yaml: writes only)
+#   FLOTILLA_MEMBERS_LEAN  if 1, API servers only: no controller-manager, scheduler,
+#                          simulated nodes or metrics CRD (pods never run; for
+#                          benchmarks of many members that apply ConfigMaps)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 n=${1:-3}
@@ -196,6 +199,8 @@ for i in $(seq 1 "$n"); do
   wait_for "member$i default namespace" 30 api "$i" GET /api/v1/namespaces/default
 done
 
+# Lean members stop at their API servers (the rest of this section is skipped).
+if [ "${FLOTILLA_MEMBERS_LEAN:-}" != 1 ]; then
 # --- controllers, scheduler, simulated nodes ---------------------------------------
 # kwok's own stages (from its module in the Go module cache, as build-tools.sh fetched
 # it): nodes become Ready and renew leases like a kubelet; pods become Running and
@@ -260,6 +265,7 @@ for i in $(seq 1 "$n"); do
     || api "$i" POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions "$(cat "$here/metrics-api-crd.json")" >/dev/null
 done
 for i in $(seq 1 "$n"); do wait_for "member$i metrics.k8s.io" 30 crd_established "$i"; done
+fi
 
 mkdir -p "$(dirname "$kubeconfig")"
 write_kubeconfig "$kubeconfig" $(seq 1 "$n")

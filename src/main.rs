@@ -8,6 +8,8 @@
 
 use std::process::ExitCode;
 
+#[cfg(test)]
+mod at_scale;
 mod autoscaler;
 mod cli;
 mod clusters;
