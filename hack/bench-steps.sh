@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/target}
 cargo test --release -q --bin flotilla --no-run
-cargo test --release -q --bin flotilla at_scale -- --ignored --nocapture --test-threads 1 2>&1 \
+cargo test --release -q --bin flotilla at_scale -- --nocapture --test-threads 1 2>&1 \
   | sed 's/^\.*//' | grep -E '^(members|failover|shard):|test result|panicked'

@@ -1,6 +1,7 @@
 //! The controller's pure decisions at 1,000 and 5,000 members, from generated state:
 //! the figures docs/performance.md models where this machine cannot hold the members.
-//! Ignored by default; `hack/bench-steps.sh` runs them in a release build and prints
+//! They run with the unit tests (so CI proves they still work); `hack/bench-steps.sh`
+//! runs them in a release build and prints
 //! each decision's time per round. Nothing here asserts a time: the figures are
 //! measured, not tested; each run asserts only that the decision did its work.
 
@@ -46,7 +47,6 @@ fn names(n: usize) -> Vec<String> {
 
 /// Every member's worker: a new target published, every attempt finished, a tick.
 #[test]
-#[ignore = "a benchmark: hack/bench-steps.sh"]
 fn members_step_at_scale() {
     for n in COUNTS {
         let mut workers: Vec<members::State> = (0..n).map(|_| members::State::new()).collect();
@@ -78,7 +78,6 @@ fn members_step_at_scale() {
 /// The failover loop: a render of 5,000 templates over `n` members, then a round of
 /// every member's probe and a tick, one member failing.
 #[test]
-#[ignore = "a benchmark: hack/bench-steps.sh"]
 fn failover_step_at_scale() {
     for n in COUNTS {
         let mut files = RepoFiles { revision: "r1".into(), ..Default::default() };
@@ -117,7 +116,6 @@ fn failover_step_at_scale() {
 /// The membership of one of three replicas: a round that lists the others, and where
 /// it stands (every member's rendezvous owner).
 #[test]
-#[ignore = "a benchmark: hack/bench-steps.sh"]
 fn shard_step_at_scale() {
     let timing = Timing::new(Duration::from_secs(15), None, None).unwrap();
     for n in COUNTS {
