@@ -6,6 +6,7 @@
 
 pub mod observe;
 mod run;
+mod values;
 pub mod writeback;
 
 pub use run::{Autoscaler, Writer};
@@ -247,9 +248,10 @@ fn evaluate_cron<'p>(sync: &Round<'p>, state: &mut State, cron: &'p Named<CronFe
             for edit in edits {
                 changes.push(Change {
                     line: format!(
-                        "{:?} {} → {} (CronFederatedHPA {namespace}/{} rule {} at {})",
+                        "{}: {}{} → {} (CronFederatedHPA {namespace}/{} rule {} at {})",
                         edit.target,
                         edit.field,
+                        edit.from.map(|from| format!(" {from}")).unwrap_or_default(),
                         edit.value,
                         cron.name,
                         rule.name,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use flotilla_core::load::{self, ParseCache};
 use flotilla_core::model::autoscale::FederatedHpaSpec;
 use flotilla_core::model::{Limits, Loaded, Named, ObjectKey, Origin, RepoFiles, Template};
+use flotilla_core::sources::replicas::Location;
 use flotilla_core::yaml_edit;
 use serde_json::Value;
 
@@ -28,6 +29,15 @@ pub enum Target {
         /// Name.
         name: String,
     },
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Template(key) => write!(f, "{key}"),
+            Target::FederatedHpa { namespace, name } => write!(f, "FederatedHPA {namespace}/{name}"),
+        }
+    }
 }
 
 /// One field to set.
@@ -135,7 +145,8 @@ impl Committer {
 }
 
 /// The files to commit at `head` (repo-relative paths, under `prefix`), or `None` when
-/// every field already has its value.
+/// every field already has its value. A template a chart renders is written through the
+/// chart's values (`super::values`), and the edited revision is rendered to prove it.
 pub fn files(
     repo: &git2::Repository,
     head: Revision,
@@ -144,14 +155,32 @@ pub fn files(
     cache: &Mutex<ParseCache>,
 ) -> Result<Option<Files>, String> {
     let limits = Limits::default();
-    let loaded = {
+    let (read, loaded) = {
         let mut cache = cache.lock().expect("parse cache lock");
         let files = crate::git::read_commit(repo, head, prefix, &limits, &cache)
             .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
-        crate::source::load(&files, &mut cache, &limits).map_err(|e| format!("the head does not load: {e}"))?
+        let loaded =
+            crate::source::load(&files, &mut cache, &limits).map_err(|e| format!("the head does not load: {e:#}"))?;
+        (files, loaded)
     };
     let tree = repo.find_commit(head).and_then(|c| c.tree()).map_err(|e| e.to_string())?;
-    let mut by_file: BTreeMap<String, Vec<(&Edit, usize)>> = BTreeMap::new();
+    let full = |file: &str| {
+        if prefix.trim_matches('/').is_empty() {
+            file.to_owned()
+        } else {
+            format!("{}/{file}", prefix.trim_matches('/'))
+        }
+    };
+    let text = |file: &str| -> Result<String, String> {
+        let path = full(file);
+        let blob = tree
+            .get_path(Path::new(&path))
+            .and_then(|e| repo.find_blob(e.id()))
+            .map_err(|e| format!("reading {path}: {e}"))?;
+        std::str::from_utf8(blob.content()).map(str::to_owned).map_err(|_| format!("{path} is not UTF-8"))
+    };
+    let mut by_file: BTreeMap<String, Vec<(&Edit, Location)>> = BTreeMap::new();
+    let mut through = Vec::new();
     for edit in edits {
         let now = value(&loaded, edit);
         if now == Some(edit.value) {
@@ -164,30 +193,44 @@ pub fn files(
                 "the head changed the value this decision started from; deciding again from it");
             continue;
         }
-        let origin =
-            origin(&loaded, &edit.target).ok_or_else(|| format!("{:?} is not declared at {head}", edit.target))?;
-        by_file.entry(origin.file.to_string()).or_default().push((edit, origin.document));
+        let location = match super::values::location(&loaded, edit, text)? {
+            Some(location) => {
+                through.push(edit);
+                location
+            }
+            None => {
+                let origin = origin(&loaded, &edit.target)
+                    .ok_or_else(|| format!("{:?} is not declared at {head}", edit.target))?;
+                let path = vec!["spec".to_owned(), edit.field.to_owned()];
+                Location { file: origin.file.to_string(), document: origin.document, path }
+            }
+        };
+        by_file.entry(location.file.clone()).or_default().push((edit, location));
     }
     let mut out = Vec::new();
-    for (file, edits) in by_file {
-        let path = if prefix.trim_matches('/').is_empty() {
-            file.clone()
-        } else {
-            format!("{}/{file}", prefix.trim_matches('/'))
-        };
-        let blob = tree
-            .get_path(Path::new(&path))
-            .and_then(|e| repo.find_blob(e.id()))
-            .map_err(|e| format!("reading {path}: {e}"))?;
-        let before = std::str::from_utf8(blob.content()).map_err(|_| format!("{path} is not UTF-8"))?.to_owned();
-        let mut text = before.clone();
-        for (edit, document) in &edits {
-            text = yaml_edit::set_int(&text, *document, &["spec", edit.field], edit.value)
-                .map_err(|e| format!("{file}: {e}"))?;
+    for (file, placed) in by_file {
+        let before = text(&file)?;
+        let mut after = before.clone();
+        for (edit, at) in &placed {
+            let path: Vec<&str> = at.path.iter().map(String::as_str).collect();
+            after = yaml_edit::set_int(&after, at.document, &path, edit.value).map_err(|e| format!("{file}: {e}"))?;
         }
-        verify(&file, &before, &text, &edits)?;
-        out.push((path, text.into_bytes()));
+        let (charted, plain): (Vec<_>, Vec<_>) = placed.iter().partition(|(edit, _)| through.contains(edit));
+        if !plain.is_empty() {
+            let plain: Vec<(&Edit, usize)> = plain.iter().map(|(e, at)| (*e, at.document)).collect();
+            verify(&file, &before, &after, &plain)?;
+        }
+        if !charted.is_empty() {
+            let others: Vec<usize> = plain.iter().map(|(_, at)| at.document).collect();
+            let values: Vec<(&Location, i64)> = charted.iter().map(|(e, at)| (at, e.value)).collect();
+            super::values::verify(&file, &before, &after, &values, &others)?;
+        }
+        out.push((file, after.into_bytes()));
     }
+    if !through.is_empty() {
+        super::values::rendered(&read, &out, &through, &mut cache.lock().expect("parse cache lock"))?;
+    }
+    let out: Files = out.into_iter().map(|(file, bytes)| (full(&file), bytes)).collect();
     Ok((!out.is_empty()).then_some(out))
 }
 
@@ -351,5 +394,56 @@ mod tests {
         assert!(committer.commit(fresh.to_vec(), "autoscale: nginx 10 → 4".into(), 2).await.unwrap().is_some());
         let _ = daemon.kill();
         let _ = daemon.wait();
+    }
+
+    const CHART_DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: {{ .Release.Name }}, namespace: {{ .Release.Namespace }}}\nspec:\n  replicas: {{ .Values.web.replicas }}\n  selector: {matchLabels: {app: web}}\n";
+
+    /// A chart's workload: the count goes into the values file that sets the key its
+    /// HelmChart names, the edit is rendered to prove it, and a key the chart does not
+    /// turn into replicas is refused.
+    #[test]
+    fn a_chart_workload_is_written_through_its_values_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path();
+        git(work, &["init", "-q", "-b", "main"]);
+        let write = |path: &str, text: &str| {
+            std::fs::create_dir_all(work.join(path).parent().unwrap()).unwrap();
+            std::fs::write(work.join(path), text).unwrap();
+        };
+        write("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 0.1.0\n");
+        write("charts/web/values.yaml", "web:\n  replicas: 1\n  other: 1\n");
+        write("charts/web/templates/deployment.yaml", CHART_DEPLOYMENT);
+        let prod = "# production\nweb:\n  replicas: 2 # the autoscaler's\n";
+        write("envs/prod.yaml", prod);
+        let chart = |path: &str| {
+            format!(
+                "apiVersion: flotilla.dev/v1alpha1\nkind: HelmChart\nmetadata: {{name: web, namespace: shop}}\nspec:\n  chart: charts/web\n  valuesFiles: [envs/prod.yaml]\n  replicaValues: [{{kind: Deployment, name: web, path: {path}}}]\n"
+            )
+        };
+        write("fleet.yaml", &chart("web.replicas"));
+        git(work, &["add", "-A"]);
+        git(work, &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "chart"]);
+        let repo = git2::Repository::open(work).unwrap();
+        let head = repo.head().unwrap().peel_to_commit().unwrap().id();
+        let key = ObjectKey {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("shop".into()),
+            name: "web".into(),
+        };
+        let cache = Mutex::default();
+        let edit = [Edit::replicas(key.clone(), 5, Some(2))];
+        let out = files(&repo, head, "", &edit, &cache).unwrap().expect("an edit");
+        assert_eq!(out, [("envs/prod.yaml".to_owned(), prod.replace("2 #", "5 #").into_bytes())]);
+        // Already there: nothing to write.
+        assert_eq!(files(&repo, head, "", &[Edit::replicas(key.clone(), 2, Some(2))], &cache), Ok(None));
+
+        // A key no values file sets goes to spec.values, and is refused when the chart
+        // does not render it as the replicas.
+        write("fleet.yaml", &chart("web.other"));
+        git(work, &["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qam", "wrong key"]);
+        let head = repo.head().unwrap().peel_to_commit().unwrap().id();
+        let err = files(&repo, head, "", &edit, &cache).unwrap_err();
+        assert!(err.contains("does not set its replicas: with 5 written, the chart renders 2"), "{err}");
     }
 }

@@ -339,3 +339,84 @@ async fn a_cron_rule_scales_through_the_state_configmap_without_commits() {
     );
     assert!(rule["nextExecutionTime"].is_string(), "{rule}");
 }
+
+/// A CronFederatedHPA on a workload a Helm chart renders: the count is committed to the
+/// values file that sets the key its HelmChart names (`spec.replicaValues`), byte for
+/// byte but the scalar, and the next render applies it to the member.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cron_rule_on_a_chart_workload_commits_to_its_values_file() {
+    use k8s_openapi::api::apps::v1::Deployment;
+
+    let members = crate::members::members();
+    let ns = "e2e-chart-scale";
+    let docs = [
+        crate::apply::fleet(ns, &[]),
+        format!(
+            "apiVersion: flotilla.dev/v1alpha1\nkind: HelmChart\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  chart: charts/web\n  valuesFiles: [envs/prod.yaml]\n  replicaValues: [{{kind: Deployment, name: web, path: web.replicas}}]\n"
+        ),
+        format!(
+            "apiVersion: policy.karmada.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: web}}]\n  placement: {{clusterAffinity: {{clusterNames: [member1]}}}}\n"
+        ),
+        format!(
+            "apiVersion: autoscaling.karmada.io/v1alpha1\nkind: CronFederatedHPA\nmetadata: {{name: every-minute, namespace: {ns}}}\nspec:\n  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}\n  rules:\n  - {{name: up, schedule: \"* * * * *\", targetReplicas: 3}}\n"
+        ),
+    ];
+    let repo = serve(&docs.join("---\n"));
+    let work = repo.work.path();
+    let prod = "# production values: the autoscaler keeps web.replicas\nweb:\n  replicas: 1 # scaled\n  image: web\n";
+    for (path, text) in [
+        ("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 0.1.0\n"),
+        ("charts/web/values.yaml", "web:\n  replicas: 1\n  image: web\n"),
+        (
+            "charts/web/templates/deployment.yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: {{ .Release.Name }}, namespace: {{ .Release.Namespace }}}\nspec:\n  replicas: {{ .Values.web.replicas }}\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: {{ .Values.web.image }}}]}\n",
+        ),
+        ("envs/prod.yaml", prod),
+    ] {
+        std::fs::create_dir_all(work.join(path).parent().unwrap()).unwrap();
+        std::fs::write(work.join(path), text).unwrap();
+    }
+    crate::controller::commit_and_push(work, "the chart");
+    let http = free_port();
+    let cache = tempfile::tempdir().unwrap();
+    let kubeconfig = members.kubeconfig().to_str().unwrap().to_owned();
+    let _controller = Running(
+        run_from_daemon(repo.port)
+            .args(["--interval", "2", "--kubeconfig", &kubeconfig, "--listen", &format!("127.0.0.1:{http}")])
+            .args([
+                "--instance",
+                "chartscale",
+                "--cache-dir",
+                cache.path().to_str().unwrap(),
+                "--autoscale-interval",
+                "2",
+            ])
+            .quiet(),
+    );
+    let deployments: Api<Deployment> = Api::namespaced(members.client("member1").await, ns);
+    let replicas = || async {
+        deployments.get_opt("web").await.ok().flatten().and_then(|d| d.spec).and_then(|s| s.replicas).unwrap_or(0)
+    };
+    wait_for("the chart's 1 replica applied", Duration::from_secs(60), || async { replicas().await == 1 }).await;
+    let served = repo.served.path().join("fleet.git");
+    let show = |path: &str| {
+        let out = Command::new("git").args(["show", &format!("main:{path}")]).current_dir(&served).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    wait_for("replicas: 3 in envs/prod.yaml (next minute boundary)", Duration::from_secs(100), || async {
+        show("envs/prod.yaml").contains("replicas: 3")
+    })
+    .await;
+    assert_eq!(show("envs/prod.yaml"), prod.replace("replicas: 1 #", "replicas: 3 #"), "only the scalar changed");
+    assert_eq!(show("fleet.yaml"), docs.join("---\n"), "the HelmChart is as it was");
+    assert_eq!(
+        show("charts/web/values.yaml"),
+        "web:\n  replicas: 1\n  image: web\n",
+        "the chart's defaults are not edited"
+    );
+    wait_for("the chart's 3 replicas applied", Duration::from_secs(60), || async { replicas().await == 3 }).await;
+    let log = Command::new("git").args(["log", "--format=%an|%s", "-1", "main"]).current_dir(&served).output().unwrap();
+    let last = String::from_utf8(log.stdout).unwrap();
+    let said = format!("flotilla-autoscaler|autoscale: apps/v1 Deployment {ns}/web: replicas → 3 (CronFederatedHPA");
+    assert!(last.starts_with(&said), "{last}");
+}

@@ -291,25 +291,45 @@ fn finish(loaded: &mut Loaded) -> Result<(), LoadError> {
     interpreted::interpret_templates(loaded)
 }
 
-/// The autoscalers write replica counts back into the file that declares their target;
-/// a target a chart or kustomization renders has none, so it is refused here, with what
-/// to do, rather than scaled in the members and never recorded in Git.
+/// The autoscalers write replica counts back into the file that declares their target.
+/// A target a chart renders is written through the values key its HelmChart names for it
+/// (`spec.replicaValues`); one without that key, or one a kustomization renders, has no
+/// file to write to, so it is refused here, with what to do, rather than scaled in the
+/// members and never recorded in Git.
 fn scaled_sources(loaded: &Loaded) -> Result<(), LoadError> {
+    for chart in &loaded.helm_charts {
+        for (i, entry) in chart.spec.replica_values.iter().enumerate() {
+            entry.keys().map_err(|why| LoadError::Invalid {
+                origin: chart.origin.clone(),
+                message: format!("spec.replicaValues[{i}].path: {why}"),
+            })?;
+        }
+    }
     let hpas = loaded.federated_hpas.iter().map(|h| (&h.origin, &h.namespace, &h.spec.scale_target_ref));
     let crons = loaded.cron_federated_hpas.iter().map(|c| (&c.origin, &c.namespace, &c.spec.scale_target_ref));
     for (origin, namespace, target) in hpas.chain(crons) {
         let key = target.key(namespace.as_deref().unwrap_or("default"));
         let Some(template) = loaded.templates.iter().find(|t| t.key == key) else { continue };
-        if crate::model::source::is_output(&template.origin.file) {
-            return Err(LoadError::Invalid {
-                origin: origin.clone(),
-                message: format!(
-                    "spec.scaleTargetRef: {key} is rendered by a chart or kustomization ({}), and the autoscaler \
-                     writes replicas back to the file that declares its target: declare the workload as a plain \
-                     manifest, or leave it out of autoscaling and set its replicas in the chart's values",
-                    template.origin.file
-                ),
-            });
+        let file = &template.origin.file;
+        if !crate::model::source::is_output(file) {
+            continue;
+        }
+        let invalid = |message: String| Err(LoadError::Invalid { origin: origin.clone(), message });
+        let Some(chart) = crate::sources::replicas::chart_of(&loaded.helm_charts, file) else {
+            return invalid(format!(
+                "spec.scaleTargetRef: {key} is rendered by a kustomization ({file}), and the autoscaler writes \
+                 replicas back to the file that declares its target: declare the workload as a plain manifest, or \
+                 leave it out of autoscaling and set its replicas in the kustomization"
+            ));
+        };
+        let described = chart.describe("HelmChart", "HelmChart");
+        if crate::sources::replicas::entry(chart, &key).is_none() {
+            return invalid(format!(
+                "spec.scaleTargetRef: {key} is rendered by {described} ({file}): name the values key that sets \
+                 its replicas in that HelmChart's spec.replicaValues (- {{kind: {}, name: {}, path: <values \
+                 key>}}) and the autoscaler writes the count there",
+                key.kind, key.name
+            ));
         }
     }
     Ok(())

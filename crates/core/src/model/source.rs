@@ -44,6 +44,36 @@ pub struct HelmChartSpec {
     /// Extra `.Capabilities.APIVersions` (`--api-versions`).
     #[serde(default)]
     pub api_versions: Vec<String>,
+    /// Where an autoscaler writes the replicas of a workload the chart renders: the
+    /// values key that sets its `spec.replicas` (docs/sources.md).
+    #[serde(default)]
+    pub replica_values: Vec<ReplicaValue>,
+}
+
+/// The values key that sets one rendered workload's `spec.replicas`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplicaValue {
+    /// The workload's kind, as the chart renders it (`Deployment`).
+    pub kind: String,
+    /// The workload's name, as the chart renders it.
+    pub name: String,
+    /// The values key, dotted (`productpage.replicas`).
+    pub path: String,
+}
+
+impl ReplicaValue {
+    /// The key's segments, or why it is not a key: empty segments and segments that are
+    /// not plain names (Helm's values are maps of names) are refused.
+    pub fn keys(&self) -> Result<Vec<&str>, String> {
+        let keys: Vec<&str> = self.path.split('.').collect();
+        let plain = |k: &&str| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if keys.iter().all(plain) {
+            Ok(keys)
+        } else {
+            Err(format!("{:?} is not a dotted values key (names of letters, digits, `_` and `-`)", self.path))
+        }
+    }
 }
 
 fn yes() -> bool {

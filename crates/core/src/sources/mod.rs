@@ -15,6 +15,7 @@
 //! kustomization's are never read as manifests; nor is a values file a HelmChart names.
 
 mod kustomize;
+pub mod replicas;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

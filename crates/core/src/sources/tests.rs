@@ -299,3 +299,41 @@ fn a_remote_chart_not_pinned_exactly_is_refused() {
         assert!(load_error(text).contains(want));
     }
 }
+
+/// The shop revision with `chart` as its HelmChart, a Deployment `shop` as the chart's
+/// output and a FederatedHPA on it: what loading it says.
+fn scaled(chart: &str, output: &str) -> Result<crate::model::Loaded, String> {
+    let limits = Limits::default();
+    let mut files = shop();
+    files.files.insert("fleet/shop.yaml".into(), chart.as_bytes().to_vec());
+    let hpa = "apiVersion: autoscaling.karmada.io/v1alpha1\nkind: FederatedHPA\nmetadata: {name: shop, namespace: shop}\n\
+               spec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: shop}\n  maxReplicas: 10\n";
+    files.files.insert("fleet/hpa.yaml".into(), hpa.as_bytes().to_vec());
+    let units = units(&files, &limits).unwrap();
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let deployment =
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop, namespace: shop}\nspec: {replicas: 6}\n";
+    let outputs = [(output.to_owned(), "id".to_owned(), deployment.to_owned())];
+    crate::load::load(&assemble(files, &units, &charts, outputs), &limits).map_err(|e| e.to_string())
+}
+
+#[test]
+fn an_autoscaled_chart_workload_needs_the_values_key_that_sets_its_replicas() {
+    let output = "helm:shop/shop:shop/templates/deployment.yaml";
+    let err = scaled(HELM_CHART, output).unwrap_err();
+    assert!(err.starts_with("fleet/hpa.yaml: document 1 (line 1): spec.scaleTargetRef"), "{err}");
+    assert!(err.contains("rendered by HelmChart shop/shop"), "{err}");
+    assert!(err.contains("spec.replicaValues (- {kind: Deployment, name: shop, path: <values key>})"), "{err}");
+    let named = format!("{HELM_CHART}  replicaValues: [{{kind: Deployment, name: shop, path: replicaCount}}]\n");
+    let loaded = scaled(&named, output).unwrap();
+    assert_eq!(loaded.helm_charts[0].spec.replica_values[0].path, "replicaCount");
+    // An entry for another workload does not count, and a path that is no key is refused.
+    let other = format!("{HELM_CHART}  replicaValues: [{{kind: Deployment, name: db, path: replicaCount}}]\n");
+    assert!(scaled(&other, output).unwrap_err().contains("spec.replicaValues (- {kind: Deployment"));
+    let bad = format!("{HELM_CHART}  replicaValues: [{{kind: Deployment, name: shop, path: \"a..b\"}}]\n");
+    let err = scaled(&bad, output).unwrap_err();
+    assert!(err.starts_with("fleet/shop.yaml: document 1 (line 1): spec.replicaValues[0].path"), "{err}");
+    // A kustomization has no values: refused, with what to do.
+    let err = scaled(HELM_CHART, "kustomize:shop/kustomization.yaml").unwrap_err();
+    assert!(err.contains("is rendered by a kustomization (kustomize:shop/kustomization.yaml)"), "{err}");
+}
