@@ -297,14 +297,6 @@ fn finish(loaded: &mut Loaded) -> Result<(), LoadError> {
 /// file to write to, so it is refused here, with what to do, rather than scaled in the
 /// members and never recorded in Git.
 fn scaled_sources(loaded: &Loaded) -> Result<(), LoadError> {
-    for chart in &loaded.helm_charts {
-        for (i, entry) in chart.spec.replica_values.iter().enumerate() {
-            entry.keys().map_err(|why| LoadError::Invalid {
-                origin: chart.origin.clone(),
-                message: format!("spec.replicaValues[{i}].path: {why}"),
-            })?;
-        }
-    }
     let hpas = loaded.federated_hpas.iter().map(|h| (&h.origin, &h.namespace, &h.spec.scale_target_ref));
     let crons = loaded.cron_federated_hpas.iter().map(|c| (&c.origin, &c.namespace, &c.spec.scale_target_ref));
     for (origin, namespace, target) in hpas.chain(crons) {

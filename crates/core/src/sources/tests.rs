@@ -331,7 +331,7 @@ fn an_autoscaled_chart_workload_needs_the_values_key_that_sets_its_replicas() {
     let other = format!("{HELM_CHART}  replicaValues: [{{kind: Deployment, name: db, path: replicaCount}}]\n");
     assert!(scaled(&other, output).unwrap_err().contains("spec.replicaValues (- {kind: Deployment"));
     let bad = format!("{HELM_CHART}  replicaValues: [{{kind: Deployment, name: shop, path: \"a..b\"}}]\n");
-    let err = scaled(&bad, output).unwrap_err();
+    let err = load_error(bad);
     assert!(err.starts_with("fleet/shop.yaml: document 1 (line 1): spec.replicaValues[0].path"), "{err}");
     // A kustomization has no values: refused, with what to do.
     let err = scaled(HELM_CHART, "kustomize:shop/kustomization.yaml").unwrap_err();

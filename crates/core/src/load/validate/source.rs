@@ -38,6 +38,9 @@ pub fn helm_chart(spec: &mut HelmChartSpec, _namespace: Option<&str>) -> Check {
             "spec.kubeVersion: must be a version such as v1.35.0".into()
         })?;
     }
+    for (i, entry) in spec.replica_values.iter().enumerate() {
+        entry.keys().map_err(|why| format!("spec.replicaValues[{i}].path: {why}"))?;
+    }
     for (i, api) in spec.api_versions.iter().enumerate() {
         ensure(!api.is_empty() && !api.starts_with('-') && !api.contains(char::is_whitespace), || {
             format!("spec.apiVersions[{i}]: must be a group/version or group/version/Kind")
