@@ -4,19 +4,23 @@
 For each member count (default 10 20 40) it starts that many fresh, lean member
 clusters (hack/local-up.sh with FLOTILLA_MEMBERS_LEAN=1: etcd and a real kube-apiserver
 each, nothing else), a repo of OBJECTS ConfigMaps (default 100) placed on every member,
-and the release controller following it (defaults, but for `--interval 1`). Once every
-member serves the first revision and SETTLE seconds (default 15) have passed, it
-measures a WINDOW (default 120 s) of steady state:
+and the release controller following it (defaults, but for `--interval 1` and
+`--resync RESYNC`, default 30 s, so that a window holds several drift-correcting
+resyncs). Once every member serves the first revision and SETTLE seconds (default 15)
+have passed, it measures a WINDOW (default 120 s) of steady state:
 
-- memory: the median VmRSS over the window, sampled every 2 s, and VmHWM (the peak);
-- connections: the controller's established TCP connections, mid-window;
-- requests: what the controller sent the members' API servers in the window, counted in
-  their audit logs (a policy that logs every request of the controller's user and
-  nothing else; the script reads members as another user);
+- memory: the median VmRSS over the window and VmHWM (the peak);
+- connections: the controller's established TCP connections, sampled every 0.25 s,
+  median and peak (an idle controller holds none: it connects for a resync or a commit,
+  and the pool closes the connections after);
+- requests: what the controller sent the members' API servers, counted in their audit
+  logs (a policy that logs every request of the controller's user and nothing else; the
+  script reads members as another user): per minute over the window, and per member per
+  resync;
 - CPU: user + system time over the window.
 
 Then COMMITS (default 5) commits each change one ConfigMap, timed until every member
-serves it (p50, max). At the largest count it times the same commits once more with one
+serves it (p50, max), with the requests they cost per member per commit. At the largest count it times the same commits once more with one
 and with two replicas under `--leader-elect --sharding` (Leases in member1). It prints
 one row per count and the least-squares slope per member of each figure.
 
@@ -25,15 +29,16 @@ Usage: hack/bench-members.py [COUNT ...]
 """
 import calendar
 import http.client
+import importlib.util
 import json
 import os
 import pathlib
-import socket
 import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -42,6 +47,7 @@ OBJECTS = int(os.environ.get("OBJECTS", "100"))
 SETTLE = float(os.environ.get("SETTLE", "15"))
 WINDOW = float(os.environ.get("WINDOW", "120"))
 COMMITS = int(os.environ.get("COMMITS", "5"))
+RESYNC = float(os.environ.get("RESYNC", "30"))
 POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -52,14 +58,11 @@ rules:
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def git(cwd, *args):
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+# A free port and a quiet git, as the controller benchmark has them.
+_spec = importlib.util.spec_from_file_location("bench_controller", ROOT / "hack" / "bench-controller.py")
+_controller = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_controller)
+free_port, git = _controller.free_port, _controller.git
 
 
 def fleet(n, seq):
@@ -146,6 +149,32 @@ def connections(pid):
     return count
 
 
+class Sampler(threading.Thread):
+    """The controller's connections and RSS every 0.25 s, from `start` until `stop`."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.samples, self.done, self.lock = pid, [], threading.Event(), threading.Lock()
+
+    def run(self):
+        while not self.done.wait(0.25):
+            try:
+                sample = (connections(self.pid), proc(self.pid)[0])
+            except OSError:
+                return
+            with self.lock:
+                self.samples.append(sample)
+
+    def take(self):
+        """The samples since the last take."""
+        with self.lock:
+            taken, self.samples = self.samples, []
+        return taken or [(0, 0.0)]
+
+    def stop(self):
+        self.done.set()
+
+
 def requests(state, n, start, end):
     """Requests the controller's user sent every member, begun in [start, end)."""
     ids = set()
@@ -177,25 +206,30 @@ def measure(n, work_root):
         git(work, "add", "-A")
         git(work, "commit", "-qm", "initial")
         members = [Member(state, i) for i in range(1, n + 1)]
-        args = ["--repo", str(work), "--kubeconfig", str(kubeconfig), "--instance", "bench", "--interval", "1"]
+        args = ["--repo", str(work), "--kubeconfig", str(kubeconfig), "--instance", "bench", "--interval", "1",
+                "--resync", f"{RESYNC:g}s"]
         port = free_port()
         one = controller(args, port, work_root / "cache")
+        sampler = Sampler(one.pid)
         try:
             first = until_served(members, "0", 300)
             time.sleep(SETTLE)
+            sampler.start()
             start, (_, _, cpu0) = time.time(), proc(one.pid)
-            rss, conns = [], None
-            while time.time() - start < WINDOW:
-                rss.append(proc(one.pid)[0])
-                if conns is None and time.time() - start >= WINDOW / 2:
-                    conns = connections(one.pid)
-                time.sleep(2)
+            time.sleep(WINDOW)
             end, (_, peak, cpu1) = time.time(), proc(one.pid)
-            row = {"members": n, "first": first, "rss": statistics.median(rss), "peak": peak, "connections": conns,
-                   "requests_min": requests(state, n, start, end) * 60 / (end - start),
+            steady = sampler.take()
+            sent = requests(state, n, start, end)
+            row = {"members": n, "first": first, "rss": statistics.median(r for _, r in steady), "peak": peak,
+                   "connections": statistics.median(c for c, _ in steady), "connections_peak": max(c for c, _ in steady),
+                   "requests_min": sent * 60 / (end - start), "per_resync": sent / n / ((end - start) / RESYNC),
                    "cpu_ms_min": (cpu1 - cpu0) * 1000 * 60 / (end - start)}
+            begun = time.time()
             row["commit"] = commits(work, n, members, "one")
+            row["per_commit"] = requests(state, n, begun, time.time() + 1) / n / COMMITS
+            row["connections_peak"] = max(row["connections_peak"], max(c for c, _ in sampler.take()))
         finally:
+            sampler.stop()
             one.kill()
             one.wait()
         if n == max(COUNTS):
@@ -250,14 +284,16 @@ def main():
     if not os.environ.get("FLOTILLA_BIN"):
         subprocess.run(["cargo", "build", "--release", "-q", "--bin", "flotilla"], cwd=ROOT, check=True)
     rows = []
-    print(f"{'members':>7} {'first s':>8} {'RSS MiB':>8} {'peak MiB':>9} {'conns':>6} {'req/min':>8} {'CPU ms/min':>11} "
-          f"{'commit p50 s':>13} {'max s':>6}", flush=True)
+    print(f"{'members':>7} {'first s':>8} {'RSS MiB':>8} {'peak MiB':>9} {'conns':>6} {'peak':>5} {'req/min':>8} "
+          f"{'req/resync':>10} {'req/commit':>10} {'CPU ms/min':>11} {'commit p50 s':>13} {'max s':>6}"
+          "   (req/resync and req/commit per member)", flush=True)
     for n in COUNTS:
         with tempfile.TemporaryDirectory() as tmp:
             row = measure(n, pathlib.Path(tmp))
         rows.append(row)
-        print(f"{n:>7} {row['first']:>8.2f} {row['rss']:>8.1f} {row['peak']:>9.1f} {row['connections']:>6} "
-              f"{row['requests_min']:>8.1f} {row['cpu_ms_min']:>11.1f} {row['commit'][0]:>13.3f} {row['commit'][1]:>6.3f}",
+        print(f"{n:>7} {row['first']:>8.2f} {row['rss']:>8.1f} {row['peak']:>9.1f} {row['connections']:>6g} "
+              f"{row['connections_peak']:>5} {row['requests_min']:>8.1f} {row['per_resync']:>10.1f} "
+              f"{row['per_commit']:>10.1f} {row['cpu_ms_min']:>11.1f} {row['commit'][0]:>13.3f} {row['commit'][1]:>6.3f}",
               flush=True)
         for replicas, (p50, worst) in row.get("sharded", {}).items():
             print(f"{'':>7} sharded, {replicas} replica(s): commit p50 {p50:.3f} s, max {worst:.3f} s", flush=True)
@@ -265,8 +301,8 @@ def main():
         xs = [r["members"] for r in rows]
         print("per member (least squares): " + ", ".join(
             f"{name} {slope(xs, [r[key] for r in rows]):.3f}"
-            for name, key in (("RSS MiB", "rss"), ("connections", "connections"), ("req/min", "requests_min"),
-                              ("CPU ms/min", "cpu_ms_min"))))
+            for name, key in (("RSS MiB", "rss"), ("peak connections", "connections_peak"),
+                              ("req/min", "requests_min"), ("CPU ms/min", "cpu_ms_min"))))
 
 
 if __name__ == "__main__":
