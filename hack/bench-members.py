@@ -83,15 +83,27 @@ class Member:
 
     def __init__(self, state, i):
         d = state / f"member{i}"
-        ctx = ssl.create_default_context(cafile=str(d / "pki" / "ca.crt"))
-        ctx.load_cert_chain(str(d / "pki" / "kwok.crt"), str(d / "pki" / "kwok.key"))
-        self.conn = http.client.HTTPSConnection("127.0.0.1", int((d / "port").read_text()), context=ctx, timeout=10)
+        self.ctx = ssl.create_default_context(cafile=str(d / "pki" / "ca.crt"))
+        self.ctx.load_cert_chain(str(d / "pki" / "kwok.crt"), str(d / "pki" / "kwok.key"))
+        self.port = int((d / "port").read_text())
+        self.connect()
+
+    def connect(self):
+        self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=10)
 
     def seq(self):
-        self.conn.request("GET", f"/api/v1/namespaces/{NS}/configmaps/marker")
-        r = self.conn.getresponse()
-        body = r.read()
-        return json.loads(body)["data"]["seq"] if r.status == 200 else None
+        # The API server closes a connection left idle (the steady window): connect again.
+        for attempt in (1, 2):
+            try:
+                self.conn.request("GET", f"/api/v1/namespaces/{NS}/configmaps/marker")
+                r = self.conn.getresponse()
+                body = r.read()
+                return json.loads(body)["data"]["seq"] if r.status == 200 else None
+            except (http.client.HTTPException, ConnectionError):
+                self.conn.close()
+                self.connect()
+                if attempt == 2:
+                    raise
 
 
 def controller(args, port, cache, extra=()):
@@ -160,7 +172,7 @@ class Sampler(threading.Thread):
         while not self.done.wait(0.25):
             try:
                 sample = (connections(self.pid), proc(self.pid)[0])
-            except OSError:
+            except (OSError, KeyError):  # the process is gone (a zombie has no VmRSS)
                 return
             with self.lock:
                 self.samples.append(sample)

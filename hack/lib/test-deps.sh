@@ -15,7 +15,7 @@ say "Debian packages"
 declare -A package=([openssl]=openssl [curl]=curl [python3]=python3 [git]=git [cc]=gcc [unshare]=util-linux
   [mount]=mount [pkg-config]=pkg-config [ssh-keygen]=openssh-client [/usr/sbin/sshd]=openssh-server
   [/usr/sbin/debootstrap]=debootstrap [gpg]=gnupg [/usr/bin/prometheus]=prometheus
-  [chromium]=chromium [chromedriver]=chromium-driver)
+  [chromium]=chromium [chromedriver]=chromium-driver [/usr/bin/docker-registry]=docker-registry)
 missing=()
 for cmd in "${!package[@]}"; do
   command -v "$cmd" >/dev/null || missing+=("${package[$cmd]}")

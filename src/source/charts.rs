@@ -2,8 +2,9 @@
 //! told to (`--fetch-charts`), verified against the digest the HelmChart pins, and kept
 //! by that digest, so a chart fetched once renders offline from then on and a
 //! repository that serves different bytes under the same version is refused, never
-//! rendered. `helm pull` does the fetching, in the same sandbox as every render, with
-//! only the machine's CA and proxy settings added.
+//! rendered. `helm pull` does the fetching (from an https Helm repository or an OCI
+//! registry), in the same sandbox as every render, with only the machine's CA and proxy
+//! settings added.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,7 +74,13 @@ fn fetch(chart: &RemoteChart) -> anyhow::Result<Vec<u8>> {
     std::fs::create_dir_all(home.join("plugins"))?;
     std::fs::create_dir_all(&out)?;
     let out_arg = out.to_string_lossy().into_owned();
-    let args = ["pull", &chart.name, "--repo", &chart.url, "--version", &chart.version, "--destination", &out_arg];
+    // An OCI URL names the chart; a Helm repository's chart is named beside it.
+    let mut args = vec!["pull"];
+    match chart.url.starts_with("oci://") {
+        true => args.push(&chart.url),
+        false => args.extend([chart.name.as_str(), "--repo", &chart.url]),
+    }
+    args.extend(["--version", &chart.version, "--destination", &out_arg]);
     let mut env: Vec<(&str, PathBuf)> = vec![
         ("HELM_CACHE_HOME", home.join("cache")),
         ("HELM_CONFIG_HOME", home.join("config")),

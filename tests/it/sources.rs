@@ -387,30 +387,14 @@ fn a_remote_chart_is_fetched_only_when_told_verified_against_its_digest_and_kept
     // The fixture with the observer's HelmChart pointing at the served chart.
     let repo = copy();
     let vendored = render(repo.path().to_str().unwrap());
-    let original = std::fs::read_to_string(repo.path().join("observer/chart.yaml")).unwrap();
     let remote = |digest: &str| {
-        let chart = original.replacen(
-            "  chart: charts/observer\n",
-            &format!("  repository: {{url: \"https://127.0.0.1:{port}\", name: observer, version: 2.4.0, digest: \"{digest}\"}}\n"),
-            1,
-        );
-        write(repo.path(), "observer/chart.yaml", chart.as_bytes());
-    };
-    let cache = work.path().join("cache");
-    let flotilla = |fetch: bool| {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"));
-        command.args(["render", repo.path().to_str().unwrap(), "-o", "json"]);
-        command.env("FLOTILLA_SOURCE_CACHE", &cache).env("SSL_CERT_FILE", &cert).env("FLOTILLA_HELM", &helm);
-        if fetch {
-            command.arg("--fetch-charts");
-        }
-        let out = command.output().unwrap();
-        (
-            out.status.code().unwrap(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        point_at(
+            repo.path(),
+            &format!("url: \"https://127.0.0.1:{port}\", name: observer, version: 2.4.0, digest: \"{digest}\""),
         )
     };
+    let cache = work.path().join("cache");
+    let flotilla = |fetch: bool| render_fetching(repo.path(), &cache, &cert, fetch);
     let requests = || std::fs::read_to_string(&log).unwrap_or_default();
     let archives = || std::fs::read_dir(cache.join("charts")).map(|d| d.count()).unwrap_or(0);
 
@@ -448,4 +432,126 @@ fn a_remote_chart_is_fetched_only_when_told_verified_against_its_digest_and_kept
     let (code, stdout, stderr) = flotilla(false);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("observer:2.4.2"), "the new values rendered from the kept archive");
+}
+
+/// `flotilla render REPO -o json` with its own source cache, trusting `cert`, fetching
+/// charts when `fetch`: (exit code, stdout, stderr).
+fn render_fetching(repo: &Path, cache: &Path, cert: &Path, fetch: bool) -> (i32, String, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"));
+    command.args(["render", repo.to_str().unwrap(), "-o", "json"]);
+    command.env("FLOTILLA_SOURCE_CACHE", cache).env("SSL_CERT_FILE", cert).env("FLOTILLA_HELM", built("helm"));
+    if fetch {
+        command.arg("--fetch-charts");
+    }
+    let out = command.output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The fixture copy's observer HelmChart pointed at `repository` (the mapping's
+/// fields) instead of its vendored chart directory.
+fn point_at(repo: &Path, repository: &str) {
+    let original = std::fs::read_to_string(root().join(FIXTURE).join("observer/chart.yaml")).unwrap();
+    let chart = original.replacen("  chart: charts/observer\n", &format!("  repository: {{{repository}}}\n"), 1);
+    assert_ne!(chart, original, "the fixture names its chart directory");
+    write(repo, "observer/chart.yaml", chart.as_bytes());
+}
+
+/// The same chart pushed to a real OCI registry (Debian's docker-registry, the CNCF
+/// Distribution registry, over TLS) and named by an `oci://` URL: pulled only with
+/// --fetch-charts, refused when its bytes do not match the pinned digest, and rendered
+/// exactly as the vendored chart.
+#[test]
+fn an_oci_chart_is_pulled_from_a_real_registry_only_when_told_and_verified() {
+    let registry = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .expect("docker-registry is needed: apt-get install docker-registry (hack/test.sh installs it)");
+    let work = tempfile::tempdir().unwrap();
+    let helm = built("helm");
+    let helm_run = |args: &[&str]| {
+        let out = std::process::Command::new(&helm)
+            .args(args)
+            .env("HELM_CONFIG_HOME", work.path().join("helm"))
+            .current_dir(root().join(FIXTURE))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    helm_run(&["package", "charts/observer", "--destination", work.path().to_str().unwrap()]);
+    let archive = work.path().join("observer-2.4.0.tgz");
+    let digest =
+        format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(std::fs::read(&archive).unwrap())));
+    let (cert, key) = crate::support::certificate(work.path());
+    let port = crate::controller::free_port();
+    let config = work.path().join("registry.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nlog: {{level: warn, accesslog: {{disabled: false}}}}\nstorage: {{filesystem: {{rootdirectory: {}}}}}\nhttp: {{addr: \"127.0.0.1:{port}\", tls: {{certificate: {}, key: {}}}}}\n",
+            work.path().join("blobs").display(),
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let log = work.path().join("registry.log");
+    let _registry = crate::controller::Running(
+        std::process::Command::new(registry)
+            .args(["serve", config.to_str().unwrap()])
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(work.path().join("registry.err")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let url = format!("oci://127.0.0.1:{port}/charts");
+    helm_run(&["push", archive.to_str().unwrap(), &url, "--ca-file", cert.to_str().unwrap()]);
+    // Blob reads after the push: what flotilla pulled.
+    let access = || {
+        std::fs::read_to_string(&log).unwrap_or_default()
+            + &std::fs::read_to_string(work.path().join("registry.err")).unwrap_or_default()
+    };
+    let pushed = access().matches("GET /v2/charts/observer/blobs/").count();
+    let pulls = || access().matches("GET /v2/charts/observer/blobs/").count() - pushed;
+
+    let repo = copy();
+    let vendored = render(repo.path().to_str().unwrap());
+    let cache = work.path().join("cache");
+    let pin =
+        |digest: &str| point_at(repo.path(), &format!("url: \"{url}/observer\", version: 2.4.0, digest: \"{digest}\""));
+    pin(&digest);
+    let (code, _, stderr) = render_fetching(repo.path(), &cache, &cert, false);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("chart observer 2.4.0 from {url}/observer is not in the chart cache")),
+        "{stderr}"
+    );
+    assert_eq!(pulls(), 0, "nothing is pulled unless told");
+
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    pin(&wrong);
+    let (code, _, stderr) = render_fetching(repo.path(), &cache, &cert, true);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains(&format!("the archive is {digest}, not {wrong}")), "{stderr}");
+    assert!(pulls() > 0, "pulled from the registry: {}", access());
+
+    pin(&digest);
+    let (code, stdout, stderr) = render_fetching(repo.path(), &cache, &cert, true);
+    assert_eq!(code, 0, "{stderr}");
+    let pulled: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(pulled["clusters"], vendored["clusters"], "the OCI chart renders as the vendored one");
+    // Kept by its digest: the next render pulls nothing.
+    let before = pulls();
+    assert_eq!(render_fetching(repo.path(), &cache, &cert, true).0, 0);
+    assert_eq!(pulls(), before, "a kept archive is not pulled again");
 }

@@ -249,6 +249,13 @@ fn a_remote_chart_is_pinned_exactly() {
     );
     assert_eq!(remote.hex(), "ab".repeat(32));
     assert_eq!(expansion.inputs, ["envs/prod.yaml"], "only the values files are read from the repository");
+    // An OCI registry: the URL names the chart.
+    let oci = format!("{{url: \"oci://ghcr.io/acme/charts/shop\", version: 1.2.3, digest: \"{digest}\"}}");
+    files.files.insert("fleet/shop.yaml".into(), self::remote(&oci).into_bytes());
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let expansion = expansions(&files, &units, &charts).unwrap().into_iter().find(|e| e.name == "HelmChart shop/shop");
+    let Some(Job::Helm { chart: Chart::Remote(pulled), .. }) = expansion.map(|e| e.job) else { panic!("no OCI chart") };
+    assert_eq!((pulled.url.as_str(), pulled.name.as_str()), ("oci://ghcr.io/acme/charts/shop", "shop"));
 }
 
 #[test]
@@ -256,8 +263,13 @@ fn a_remote_chart_not_pinned_exactly_is_refused() {
     let digest = format!("sha256:{}", "ab".repeat(32));
     for (repository, want) in [
         (
-            format!("{{url: \"oci://ghcr.io/x/shop\", version: 1.2.3, digest: \"{digest}\"}}"),
-            "OCI registries are not fetched yet",
+            format!("{{url: \"oci://ghcr.io/x/shop\", name: other, version: 1.2.3, digest: \"{digest}\"}}"),
+            "the oci:// URL names the chart shop",
+        ),
+        (format!("{{url: \"oci://ghcr.io\", version: 1.2.3, digest: \"{digest}\"}}"), "names the chart"),
+        (
+            format!("{{url: \"oci://ghcr.io/x/shop@sha256:abc\", version: 1.2.3, digest: \"{digest}\"}}"),
+            "no credentials, query, fragment or digest",
         ),
         (
             format!("{{url: \"http://charts.example.com\", name: shop, version: 1.2.3, digest: \"{digest}\"}}"),

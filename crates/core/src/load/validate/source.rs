@@ -49,19 +49,35 @@ pub fn helm_chart(spec: &mut HelmChartSpec, _namespace: Option<&str>) -> Check {
     Ok(())
 }
 
-/// `spec.repository`: an https Helm repository without credentials, a chart name, one
-/// exact version (no range: a render must not depend on what the repository serves
-/// today) and the archive's sha256 digest, lower-cased here.
+/// `spec.repository`: an https Helm repository or an OCI registry, without credentials;
+/// a chart name (for OCI, the URL's last segment); one exact version (no range: a render
+/// must not depend on what the repository serves today) and the archive's sha256 digest,
+/// lower-cased here.
 fn remote(repository: &mut ChartRepository) -> Check {
     let url = repository.url.trim_end_matches('/').to_owned();
-    ensure(!url.starts_with("oci://"), || {
-        "spec.repository.url: OCI registries are not fetched yet; use the chart's https Helm repository, or vendor the chart (helm pull --untar) and name its directory in spec.chart".into()
-    })?;
-    let rest = url.strip_prefix("https://").ok_or("spec.repository.url: must be an https:// Helm repository")?;
+    let oci = url.strip_prefix("oci://");
+    let rest = match oci {
+        Some(rest) => rest,
+        None => url
+            .strip_prefix("https://")
+            .ok_or("spec.repository.url: must be an https:// Helm repository or an oci:// registry")?,
+    };
     ensure(!rest.is_empty() && !rest.contains(['@', ' ', '?', '#']) && !rest.chars().any(char::is_control), || {
-        "spec.repository.url: must be a plain https URL (no credentials, query or fragment: credentials never come from the repository)".into()
+        "spec.repository.url: must be a plain URL (no credentials, query, fragment or digest: credentials never come from the repository; pin the archive in spec.repository.digest)".into()
     })?;
     let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c));
+    if oci.is_some() {
+        // An OCI reference names the chart: oci://registry/path/name.
+        let last = rest
+            .rsplit_once('/')
+            .map(|(_, name)| name)
+            .filter(|n| plain(n))
+            .ok_or("spec.repository.url: an oci:// URL names the chart (oci://registry/path/chart)")?;
+        ensure(repository.name.as_deref().is_none_or(|n| n == last), || {
+            format!("spec.repository.name: the oci:// URL names the chart {last}; leave name out or set it to {last}")
+        })?;
+        repository.name = Some(last.to_owned());
+    }
     let name =
         repository.name.as_deref().ok_or("spec.repository.name: required (the chart's name in the repository)")?;
     ensure(plain(name), || "spec.repository.name: must be a chart name".into())?;
