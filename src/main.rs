@@ -42,6 +42,10 @@ fn main() -> ExitCode {
     let cli = cli::Cli::from_env();
     telemetry::init(cli.log_format);
     source::allow_fetching(cli.fetch_charts);
+    if let Err(e) = source::registry_config(cli.chart_registry_config.clone()) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     if let Err(e) = git::prepare_network() {
         eprintln!("error: cannot set up Git's networking: {e}");
         return ExitCode::from(2);

@@ -25,6 +25,11 @@ pub struct Cli {
     /// a render makes no network call.
     #[arg(long, global = true, env = "FLOTILLA_FETCH_CHARTS")]
     pub fetch_charts: bool,
+    /// Credentials for private OCI registries, in the file `helm registry login` writes
+    /// (a Docker `config.json`). Given to `helm pull` of `oci://` charts only, and only
+    /// by whoever runs flotilla: a repository never names credentials.
+    #[arg(long, global = true, value_name = "FILE", env = "FLOTILLA_CHART_REGISTRY_CONFIG")]
+    pub chart_registry_config: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -22,9 +22,24 @@ static FETCH: AtomicBool = AtomicBool::new(false);
 const ARCHIVE_LIMIT: u64 = 16 << 20;
 
 /// Variables `helm pull` keeps: where the machine's CAs and proxies are. No credential
-/// of a Helm repository is passed: only public repositories are fetched.
+/// of the machine is passed; an OCI registry's come only from `--chart-registry-config`.
 const FETCH_ENV: [&str; 7] =
     ["SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "NO_PROXY", "no_proxy"];
+
+/// The registry credentials file `helm pull` of an OCI chart gets, if any.
+static REGISTRY_CONFIG: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+
+/// Sets the credentials file for private OCI registries (`--chart-registry-config`),
+/// once per process; it must be a readable file. Only its path is ever shown.
+pub fn registry_config(path: Option<PathBuf>) -> anyhow::Result<()> {
+    if let Some(path) = &path {
+        std::fs::File::open(path).with_context(|| {
+            format!("--chart-registry-config {}: cannot read the registry credentials file", path.display())
+        })?;
+    }
+    let _ = REGISTRY_CONFIG.set(path);
+    Ok(())
+}
 
 /// Lets (or stops) this process fetch charts it does not hold.
 pub fn allow_fetching(yes: bool) {
@@ -89,6 +104,13 @@ fn fetch(chart: &RemoteChart) -> anyhow::Result<Vec<u8>> {
         ("KUBECONFIG", home.join("no-kubeconfig")),
     ];
     env.extend(FETCH_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (*k, PathBuf::from(v)))));
+    // Credentials the operator gave, for OCI registries only (each is kept for its
+    // registry's host); a Helm repository's credentials are not supported.
+    if let Some(Some(config)) = REGISTRY_CONFIG.get()
+        && chart.url.starts_with("oci://")
+    {
+        env.push(("HELM_REGISTRY_CONFIG", config.clone()));
+    }
     let env: Vec<(&str, &std::path::Path)> = env.iter().map(|(k, v)| (*k, v.as_path())).collect();
     tool::run(&helm.path, &args, scratch.path(), &home, &env)
         .map_err(|message| anyhow::anyhow!("helm pull: {message}"))?;

@@ -10,7 +10,7 @@ mod dir;
 mod expand;
 mod tool;
 
-pub use charts::allow_fetching;
+pub use charts::{allow_fetching, registry_config};
 pub use expand::load;
 
 use std::path::{Path, PathBuf};

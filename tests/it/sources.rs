@@ -394,7 +394,7 @@ fn a_remote_chart_is_fetched_only_when_told_verified_against_its_digest_and_kept
         )
     };
     let cache = work.path().join("cache");
-    let flotilla = |fetch: bool| render_fetching(repo.path(), &cache, &cert, fetch);
+    let flotilla = |fetch: bool| render_fetching(repo.path(), &cache, &cert, fetch, None);
     let requests = || std::fs::read_to_string(&log).unwrap_or_default();
     let archives = || std::fs::read_dir(cache.join("charts")).map(|d| d.count()).unwrap_or(0);
 
@@ -435,13 +435,23 @@ fn a_remote_chart_is_fetched_only_when_told_verified_against_its_digest_and_kept
 }
 
 /// `flotilla render REPO -o json` with its own source cache, trusting `cert`, fetching
-/// charts when `fetch`: (exit code, stdout, stderr).
-fn render_fetching(repo: &Path, cache: &Path, cert: &Path, fetch: bool) -> (i32, String, String) {
+/// charts when `fetch`, with `registry` as --chart-registry-config: (exit code, stdout,
+/// stderr).
+fn render_fetching(
+    repo: &Path,
+    cache: &Path,
+    cert: &Path,
+    fetch: bool,
+    registry: Option<&Path>,
+) -> (i32, String, String) {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_flotilla"));
     command.args(["render", repo.to_str().unwrap(), "-o", "json"]);
     command.env("FLOTILLA_SOURCE_CACHE", cache).env("SSL_CERT_FILE", cert).env("FLOTILLA_HELM", built("helm"));
     if fetch {
         command.arg("--fetch-charts");
+    }
+    if let Some(registry) = registry {
+        command.arg("--chart-registry-config").arg(registry);
     }
     let out = command.output().unwrap();
     (
@@ -460,12 +470,13 @@ fn point_at(repo: &Path, repository: &str) {
     write(repo, "observer/chart.yaml", chart.as_bytes());
 }
 
-/// The same chart pushed to a real OCI registry (Debian's docker-registry, the CNCF
-/// Distribution registry, over TLS) and named by an `oci://` URL: pulled only with
-/// --fetch-charts, refused when its bytes do not match the pinned digest, and rendered
-/// exactly as the vendored chart.
+/// The same chart pushed to a real private OCI registry (Debian's docker-registry, the
+/// CNCF Distribution registry, over TLS with a password) and named by an `oci://` URL:
+/// pulled only with --fetch-charts and with the credentials the operator gives
+/// (--chart-registry-config, as `helm registry login` writes them), refused when its
+/// bytes do not match the pinned digest, and rendered exactly as the vendored chart.
 #[test]
-fn an_oci_chart_is_pulled_from_a_real_registry_only_when_told_and_verified() {
+fn an_oci_chart_is_pulled_from_a_real_private_registry_only_when_told_and_verified() {
     let registry = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"]
         .into_iter()
         .map(PathBuf::from)
@@ -489,11 +500,16 @@ fn an_oci_chart_is_pulled_from_a_real_registry_only_when_told_and_verified() {
     let (cert, key) = crate::support::certificate(work.path());
     let port = crate::controller::free_port();
     let config = work.path().join("registry.yml");
+    // bcrypt of PASSWORD (the registry reads htpasswd files of bcrypt hashes only).
+    const PASSWORD: &str = "s3cret-chart-pass";
+    let htpasswd = work.path().join("htpasswd");
+    std::fs::write(&htpasswd, "flotilla:$2b$12$9VPvlk413lAzyLw7KJ6DcuSlzj7f0jJmftPRpizy//.ZFh/W/JugK\n").unwrap();
     std::fs::write(
         &config,
         format!(
-            "version: 0.1\nlog: {{level: warn, accesslog: {{disabled: false}}}}\nstorage: {{filesystem: {{rootdirectory: {}}}}}\nhttp: {{addr: \"127.0.0.1:{port}\", tls: {{certificate: {}, key: {}}}}}\n",
+            "version: 0.1\nlog: {{level: warn, accesslog: {{disabled: false}}}}\nstorage: {{filesystem: {{rootdirectory: {}}}}}\nauth: {{htpasswd: {{realm: flotilla-test, path: {}}}}}\nhttp: {{addr: \"127.0.0.1:{port}\", tls: {{certificate: {}, key: {}}}}}\n",
             work.path().join("blobs").display(),
+            htpasswd.display(),
             cert.display(),
             key.display()
         ),
@@ -515,6 +531,14 @@ fn an_oci_chart_is_pulled_from_a_real_registry_only_when_told_and_verified() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let url = format!("oci://127.0.0.1:{port}/charts");
+    let login = std::process::Command::new(&helm)
+        .args(["registry", "login", &format!("127.0.0.1:{port}"), "--username", "flotilla", "--password", PASSWORD])
+        .args(["--ca-file", cert.to_str().unwrap()])
+        .env("HELM_CONFIG_HOME", work.path().join("helm"))
+        .output()
+        .unwrap();
+    assert!(login.status.success(), "helm registry login: {}", String::from_utf8_lossy(&login.stderr));
+    let credentials = work.path().join("helm/registry/config.json");
     helm_run(&["push", archive.to_str().unwrap(), &url, "--ca-file", cert.to_str().unwrap()]);
     // Blob reads after the push: what flotilla pulled.
     let access = || {
@@ -530,28 +554,39 @@ fn an_oci_chart_is_pulled_from_a_real_registry_only_when_told_and_verified() {
     let pin =
         |digest: &str| point_at(repo.path(), &format!("url: \"{url}/observer\", version: 2.4.0, digest: \"{digest}\""));
     pin(&digest);
-    let (code, _, stderr) = render_fetching(repo.path(), &cache, &cert, false);
+    let (code, _, stderr) = render_fetching(repo.path(), &cache, &cert, false, Some(&credentials));
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains(&format!("chart observer 2.4.0 from {url}/observer is not in the chart cache")),
         "{stderr}"
     );
     assert_eq!(pulls(), 0, "nothing is pulled unless told");
+    // Without the operator's credentials the registry refuses; the machine's own (none
+    // here) are never used.
+    let (code, _, stderr) = render_fetching(repo.path(), &cache, &cert, true, None);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("cannot fetch chart observer 2.4.0") && stderr.contains("credential"), "{stderr}");
+    assert_eq!(pulls(), 0);
+    let missing = work.path().join("no-such-config.json");
+    let (code, _, stderr) = render_fetching(repo.path(), &cache, &cert, true, Some(&missing));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--chart-registry-config") && stderr.contains("cannot read"), "{stderr}");
 
     let wrong = format!("sha256:{}", "0".repeat(64));
     pin(&wrong);
-    let (code, _, stderr) = render_fetching(repo.path(), &cache, &cert, true);
+    let (code, _, stderr) = render_fetching(repo.path(), &cache, &cert, true, Some(&credentials));
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains(&format!("the archive is {digest}, not {wrong}")), "{stderr}");
     assert!(pulls() > 0, "pulled from the registry: {}", access());
+    assert!(!stderr.contains(PASSWORD), "{stderr}");
 
     pin(&digest);
-    let (code, stdout, stderr) = render_fetching(repo.path(), &cache, &cert, true);
+    let (code, stdout, stderr) = render_fetching(repo.path(), &cache, &cert, true, Some(&credentials));
     assert_eq!(code, 0, "{stderr}");
     let pulled: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(pulled["clusters"], vendored["clusters"], "the OCI chart renders as the vendored one");
     // Kept by its digest: the next render pulls nothing.
     let before = pulls();
-    assert_eq!(render_fetching(repo.path(), &cache, &cert, true).0, 0);
+    assert_eq!(render_fetching(repo.path(), &cache, &cert, true, None).0, 0, "kept: no credentials needed");
     assert_eq!(pulls(), before, "a kept archive is not pulled again");
 }
