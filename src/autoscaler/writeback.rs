@@ -179,10 +179,34 @@ pub fn files(
             .map_err(|e| format!("reading {path}: {e}"))?;
         std::str::from_utf8(blob.content()).map(str::to_owned).map_err(|_| format!("{path} is not UTF-8"))
     };
+    let (by_file, through) = place(&loaded, head, edits, text)?;
+    let mut out = Vec::new();
+    for (file, placed) in by_file {
+        let after = edited(&file, &text(&file)?, &placed, &through)?;
+        out.push((file, after.into_bytes()));
+    }
+    if !through.is_empty() {
+        super::values::rendered(&read, &out, &through, &mut cache.lock().expect("parse cache lock"))?;
+    }
+    let out: Files = out.into_iter().map(|(file, bytes)| (full(&file), bytes)).collect();
+    Ok((!out.is_empty()).then_some(out))
+}
+
+/// The edits to make, by file, each with where; and those made through a chart's values.
+type Placed<'e> = (BTreeMap<String, Vec<(&'e Edit, Location)>>, Vec<&'e Edit>);
+
+/// Where each edit is made at `head`. An edit whose field already holds its value, or
+/// whose decision started from a count the head no longer holds, is left out.
+fn place<'e>(
+    loaded: &Loaded,
+    head: Revision,
+    edits: &'e [Edit],
+    text: impl Fn(&str) -> Result<String, String> + Copy,
+) -> Result<Placed<'e>, String> {
     let mut by_file: BTreeMap<String, Vec<(&Edit, Location)>> = BTreeMap::new();
     let mut through = Vec::new();
     for edit in edits {
-        let now = value(&loaded, edit);
+        let now = value(loaded, edit);
         if now == Some(edit.value) {
             continue;
         }
@@ -193,13 +217,13 @@ pub fn files(
                 "the head changed the value this decision started from; deciding again from it");
             continue;
         }
-        let location = match super::values::location(&loaded, edit, text)? {
+        let location = match super::values::location(loaded, edit, text)? {
             Some(location) => {
                 through.push(edit);
                 location
             }
             None => {
-                let origin = origin(&loaded, &edit.target)
+                let origin = origin(loaded, &edit.target)
                     .ok_or_else(|| format!("{:?} is not declared at {head}", edit.target))?;
                 let path = vec!["spec".to_owned(), edit.field.to_owned()];
                 Location { file: origin.file.to_string(), document: origin.document, path }
@@ -207,31 +231,29 @@ pub fn files(
         };
         by_file.entry(location.file.clone()).or_default().push((edit, location));
     }
-    let mut out = Vec::new();
-    for (file, placed) in by_file {
-        let before = text(&file)?;
-        let mut after = before.clone();
-        for (edit, at) in &placed {
-            let path: Vec<&str> = at.path.iter().map(String::as_str).collect();
-            after = yaml_edit::set_int(&after, at.document, &path, edit.value).map_err(|e| format!("{file}: {e}"))?;
-        }
-        let (charted, plain): (Vec<_>, Vec<_>) = placed.iter().partition(|(edit, _)| through.contains(edit));
-        if !plain.is_empty() {
-            let plain: Vec<(&Edit, usize)> = plain.iter().map(|(e, at)| (*e, at.document)).collect();
-            verify(&file, &before, &after, &plain)?;
-        }
-        if !charted.is_empty() {
-            let others: Vec<usize> = plain.iter().map(|(_, at)| at.document).collect();
-            let values: Vec<(&Location, i64)> = charted.iter().map(|(e, at)| (at, e.value)).collect();
-            super::values::verify(&file, &before, &after, &values, &others)?;
-        }
-        out.push((file, after.into_bytes()));
+    Ok((by_file, through))
+}
+
+/// `before` (the text of `file`) with the `placed` edits made and proved: plain
+/// write-backs by [`verify`], those through a chart's values (in `through`) by
+/// `values::verify`.
+fn edited(file: &str, before: &str, placed: &[(&Edit, Location)], through: &[&Edit]) -> Result<String, String> {
+    let mut after = before.to_owned();
+    for (edit, at) in placed {
+        let path: Vec<&str> = at.path.iter().map(String::as_str).collect();
+        after = yaml_edit::set_int(&after, at.document, &path, edit.value).map_err(|e| format!("{file}: {e}"))?;
     }
-    if !through.is_empty() {
-        super::values::rendered(&read, &out, &through, &mut cache.lock().expect("parse cache lock"))?;
+    let (charted, plain): (Vec<_>, Vec<_>) = placed.iter().partition(|(edit, _)| through.contains(edit));
+    if !plain.is_empty() {
+        let plain: Vec<(&Edit, usize)> = plain.iter().map(|(e, at)| (*e, at.document)).collect();
+        verify(file, before, &after, &plain)?;
     }
-    let out: Files = out.into_iter().map(|(file, bytes)| (full(&file), bytes)).collect();
-    Ok((!out.is_empty()).then_some(out))
+    if !charted.is_empty() {
+        let others: Vec<usize> = plain.iter().map(|(_, at)| at.document).collect();
+        let values: Vec<(&Location, i64)> = charted.iter().map(|(e, at)| (at, e.value)).collect();
+        super::values::verify(file, before, &after, &values, &others)?;
+    }
+    Ok(after)
 }
 
 /// The same named objects with the same specs.
