@@ -62,7 +62,7 @@ impl Held {
 /// more than an unchanged revision, not one tool run plus the whole parse.
 pub fn load(files: &RepoFiles, parse: &mut ParseCache, limits: &Limits) -> anyhow::Result<Loaded> {
     let units = sources::units(files, limits)?;
-    let charts = sources::declared_charts(files, &units, parse, limits);
+    let charts = sources::declared_charts(files, &units, parse, limits)?;
     if units.is_empty() && charts.is_empty() {
         return Ok(load_cached(files, parse, limits)?);
     }

@@ -64,21 +64,23 @@ pub fn load(files: &RepoFiles, limits: &Limits) -> Result<Loaded, LoadError> {
 }
 
 /// The HelmCharts one file declares, read as [`load`] reads them, before anything else
-/// is loaded (their output is part of what is). A document that does not load is
-/// skipped here: the load that follows reports it.
-pub fn helm_charts_in(file: &str, bytes: &[u8], limits: &Limits) -> Vec<HelmChart> {
-    let Ok(text) = std::str::from_utf8(bytes) else { return Vec::new() };
+/// is loaded (their output is part of what is).
+pub fn helm_charts_in(file: &str, bytes: &[u8], limits: &Limits) -> Result<Vec<HelmChart>, LoadError> {
+    let Ok(text) = std::str::from_utf8(bytes) else { return Ok(Vec::new()) };
     let shared: Arc<str> = Arc::from(file);
     let spent = AtomicUsize::new(0);
-    let chunks = split(text).into_iter().filter(|c| c.text.contains("HelmChart"));
-    chunks
-        .filter_map(|chunk| parse_document(&shared, &chunk, limits, &spent).ok())
-        .flat_map(|(docs, _)| docs)
-        .filter_map(|(_, doc)| match doc {
+    let mut charts = Vec::new();
+    // A document that names HelmChart and does not load fails here, with its own
+    // error: left out, its values files would be read as manifests and the first error
+    // shown would be theirs.
+    for chunk in split(text).into_iter().filter(|c| c.text.contains("HelmChart")) {
+        let (docs, _) = parse_document(&shared, &chunk, limits, &spent)?;
+        charts.extend(docs.into_iter().filter_map(|(_, doc)| match doc {
             Parsed::HelmChart(chart) => Some(chart),
             _ => None,
-        })
-        .collect()
+        }));
+    }
+    Ok(charts)
 }
 
 /// Splits and parses every document into a JSON tree without interpreting it, as
@@ -307,20 +309,26 @@ fn scaled_sources(loaded: &Loaded) -> Result<(), LoadError> {
             continue;
         }
         let invalid = |message: String| Err(LoadError::Invalid { origin: origin.clone(), message });
-        let Some(chart) = crate::sources::replicas::chart_of(&loaded.helm_charts, file) else {
+        if !file.starts_with("helm:") {
             return invalid(format!(
                 "spec.scaleTargetRef: {key} is rendered by a kustomization ({file}), and the autoscaler writes \
                  replicas back to the file that declares its target: declare the workload as a plain manifest, or \
                  leave it out of autoscaling and set its replicas in the kustomization"
+            ));
+        }
+        let entry = format!("- {{kind: {}, name: {}, path: <values key>}}", key.kind, key.name);
+        let Some(chart) = crate::sources::replicas::chart_of(&loaded.helm_charts, file) else {
+            return invalid(format!(
+                "spec.scaleTargetRef: {key} is rendered by a Helm chart ({file}): name the values key that sets its \
+                 replicas in its HelmChart's spec.replicaValues ({entry}) and the autoscaler writes the count there"
             ));
         };
         let described = chart.describe("HelmChart", "HelmChart");
         if crate::sources::replicas::entry(chart, &key).is_none() {
             return invalid(format!(
                 "spec.scaleTargetRef: {key} is rendered by {described} ({file}): name the values key that sets \
-                 its replicas in that HelmChart's spec.replicaValues (- {{kind: {}, name: {}, path: <values \
-                 key>}}) and the autoscaler writes the count there",
-                key.kind, key.name
+                 its replicas in that HelmChart's spec.replicaValues ({entry}) and the autoscaler writes the count \
+                 there"
             ));
         }
     }
@@ -496,8 +504,8 @@ mod tests {
             revision(&[("helm:shop/web:web/templates/web.yaml", "w", deployment), ("hpa.yaml", "h", hpa)], &[]);
         let error = load(&rendered, &Limits::default()).unwrap_err().to_string();
         assert!(error.starts_with("hpa.yaml: document 1"), "{error}");
-        assert!(error.contains("rendered by a chart or kustomization"), "{error}");
-        assert!(error.contains("set its replicas in the chart's values"), "{error}");
+        assert!(error.contains("rendered by a Helm chart (helm:shop/web:web/templates/web.yaml)"), "{error}");
+        assert!(error.contains("spec.replicaValues (- {kind: Deployment, name: web, path: <values key>})"), "{error}");
         // A FederatedHPA of another workload is not affected.
         let other = hpa.replace("name: web}", "name: api}");
         let elsewhere =

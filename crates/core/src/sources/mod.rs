@@ -248,19 +248,24 @@ impl Units {
 
 /// The HelmCharts a revision declares outside its units: read from `files`, or from
 /// `cache` for files a source listed by id without reading.
-pub fn declared_charts(files: &RepoFiles, units: &Units, cache: &ParseCache, limits: &Limits) -> Vec<HelmChart> {
+pub fn declared_charts(
+    files: &RepoFiles,
+    units: &Units,
+    cache: &ParseCache,
+    limits: &Limits,
+) -> Result<Vec<HelmChart>, LoadError> {
     let mut charts = Vec::new();
     for path in paths(files).into_iter().filter(|p| RepoFiles::is_manifest_path(p) && !units.owns(p)) {
         let cached = files.ids.get(path).and_then(|id| cache.helm_charts(path, id));
         match (cached, files.files.get(path)) {
             (_, Some(bytes)) if memchr(bytes, b"HelmChart") => {
-                charts.extend(crate::load::helm_charts_in(path, bytes, limits))
+                charts.extend(crate::load::helm_charts_in(path, bytes, limits)?)
             }
             (Some(held), None) => charts.extend(held),
             _ => {}
         }
     }
-    charts
+    Ok(charts)
 }
 
 fn memchr(haystack: &[u8], needle: &[u8]) -> bool {

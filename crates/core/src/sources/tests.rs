@@ -43,7 +43,7 @@ fn a_helm_chart_renders_its_directory_and_values_files() {
     let files = shop();
     let limits = Limits::default();
     let units = units(&files, &limits).unwrap();
-    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits).unwrap();
     assert_eq!(charts.len(), 1);
     let expansions = expansions(&files, &units, &charts).unwrap();
     let [expansion] = expansions.as_slice() else { panic!("{expansions:?}") };
@@ -69,7 +69,7 @@ fn assembled_files_hold_loose_manifests_and_outputs_only() {
     let files = shop();
     let limits = Limits::default();
     let units = units(&files, &limits).unwrap();
-    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits).unwrap();
     let assembled = assemble(files, &units, &charts, [("helm:shop/shop:x.yaml".into(), "k".into(), "a: b\n".into())]);
     assert_eq!(
         assembled.files.keys().collect::<Vec<_>>(),
@@ -84,7 +84,7 @@ fn helm_output_is_split_by_the_template_it_came_from() {
     let files = shop();
     let limits = Limits::default();
     let units = units(&files, &limits).unwrap();
-    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits).unwrap();
     let expansion = &expansions(&files, &units, &charts).unwrap()[0];
     let output = "---\n# Source: shop/templates/svc.yaml\nkind: Service\n---\n# Source: shop/templates/deploy.yaml\nkind: Deployment\n---\n# Source: shop/templates/svc.yaml\nkind: Service\nmetadata: {name: b}\n";
     let out = output_files(expansion, output);
@@ -111,7 +111,7 @@ fn a_chart_that_is_not_in_the_repository_or_a_missing_values_file_is_refused() {
         let mut files = shop();
         files.files.insert("fleet/shop.yaml".into(), text.into_bytes());
         let units = units(&files, &limits).unwrap();
-        let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+        let charts = declared_charts(&files, &units, &ParseCache::default(), &limits).unwrap();
         let err = expansions(&files, &units, &charts).unwrap_err().to_string();
         assert!(err.starts_with("fleet/shop.yaml: document 1 (line 1): "), "{err}");
         assert!(err.contains(want), "{err}");
@@ -210,7 +210,7 @@ fn charts_held_by_the_parse_cache_are_declared_without_reading_their_file() {
     crate::load::load_cached(&alone, &mut cache, &limits).unwrap();
     files.files.remove("fleet/shop.yaml");
     let units = units(&files, &limits).unwrap();
-    let charts = declared_charts(&files, &units, &cache, &limits);
+    let charts = declared_charts(&files, &units, &cache, &limits).unwrap();
     assert_eq!(charts.len(), 1);
     assert_eq!(charts[0].name, "shop");
 }
@@ -239,7 +239,7 @@ fn a_remote_chart_is_pinned_exactly() {
     let pinned = format!("{{url: \"https://charts.example.com/\", name: shop, version: 1.2.3, digest: \"{digest}\"}}");
     files.files.insert("fleet/shop.yaml".into(), remote(&pinned).into_bytes());
     let units = units(&files, &limits).unwrap();
-    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits).unwrap();
     let good = expansions(&files, &units, &charts).unwrap();
     let expansion = good.iter().find(|e| e.name == "HelmChart shop/shop").unwrap();
     let Job::Helm { chart: Chart::Remote(remote), .. } = &expansion.job else { panic!("{:?}", expansion.job) };
@@ -252,7 +252,7 @@ fn a_remote_chart_is_pinned_exactly() {
     // An OCI registry: the URL names the chart.
     let oci = format!("{{url: \"oci://ghcr.io/acme/charts/shop\", version: 1.2.3, digest: \"{digest}\"}}");
     files.files.insert("fleet/shop.yaml".into(), self::remote(&oci).into_bytes());
-    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits).unwrap();
     let expansion = expansions(&files, &units, &charts).unwrap().into_iter().find(|e| e.name == "HelmChart shop/shop");
     let Some(Job::Helm { chart: Chart::Remote(pulled), .. }) = expansion.map(|e| e.job) else { panic!("no OCI chart") };
     assert_eq!((pulled.url.as_str(), pulled.name.as_str()), ("oci://ghcr.io/acme/charts/shop", "shop"));
@@ -322,7 +322,7 @@ fn scaled(chart: &str, output: &str) -> Result<crate::model::Loaded, String> {
                spec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: shop}\n  maxReplicas: 10\n";
     files.files.insert("fleet/hpa.yaml".into(), hpa.as_bytes().to_vec());
     let units = units(&files, &limits).unwrap();
-    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits);
+    let charts = declared_charts(&files, &units, &ParseCache::default(), &limits).unwrap();
     let deployment =
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop, namespace: shop}\nspec: {replicas: 6}\n";
     let outputs = [(output.to_owned(), "id".to_owned(), deployment.to_owned())];
@@ -348,4 +348,14 @@ fn an_autoscaled_chart_workload_needs_the_values_key_that_sets_its_replicas() {
     // A kustomization has no values: refused, with what to do.
     let err = scaled(HELM_CHART, "kustomize:shop/kustomization.yaml").unwrap_err();
     assert!(err.contains("is rendered by a kustomization (kustomize:shop/kustomization.yaml)"), "{err}");
+}
+
+#[test]
+fn a_helm_chart_that_does_not_load_is_the_error_not_its_values_file() {
+    let limits = Limits::default();
+    let mut files = shop();
+    files.files.insert("fleet/shop.yaml".into(), format!("{HELM_CHART}  releaseName: Bad_Name\n").into_bytes());
+    let units = units(&files, &limits).unwrap();
+    let err = declared_charts(&files, &units, &ParseCache::default(), &limits).unwrap_err().to_string();
+    assert!(err.starts_with("fleet/shop.yaml: document 1 (line 1): spec.releaseName"), "{err}");
 }
