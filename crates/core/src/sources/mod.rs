@@ -14,8 +14,12 @@
 //! A chart directory's files (`Chart.yaml`, `values.yaml`, `templates/`) and a
 //! kustomization's are never read as manifests; nor is a values file a HelmChart names.
 
+mod chart;
 mod kustomize;
 pub mod replicas;
+
+use chart::remote;
+pub use chart::{Chart, RemoteChart};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -100,46 +104,6 @@ impl Job {
             Job::Helm { .. } => "helm",
             Job::Kustomize { .. } => "kustomize",
         }
-    }
-}
-
-/// Where a chart comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Chart {
-    /// A chart directory of the repository.
-    Dir(String),
-    /// A chart archive fetched from a Helm repository, pinned by version and digest.
-    Remote(Box<RemoteChart>),
-}
-
-/// A remote chart: an `https://` Helm repository, the chart's name in it, an exact
-/// version and the archive's `sha256:` digest (as the load checked them).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RemoteChart {
-    /// The repository's URL.
-    pub url: String,
-    /// The chart's name in it.
-    pub name: String,
-    /// The exact version.
-    pub version: String,
-    /// `sha256:` and 64 lower-case hex digits: what the archive must hash to.
-    pub digest: String,
-}
-
-impl RemoteChart {
-    /// The digest's hex digits.
-    pub fn hex(&self) -> &str {
-        self.digest.strip_prefix("sha256:").unwrap_or(&self.digest)
-    }
-}
-
-/// A remote chart as the load checked it (`load::validate::source`).
-fn remote(repository: &crate::model::source::ChartRepository) -> RemoteChart {
-    RemoteChart {
-        url: repository.url.clone(),
-        name: repository.name.clone().unwrap_or_default(),
-        version: repository.version.clone(),
-        digest: repository.digest.clone(),
     }
 }
 
