@@ -6,11 +6,11 @@
 pub enum Chart {
     /// A chart directory of the repository.
     Dir(String),
-    /// A chart archive fetched from a Helm repository, pinned by version and digest.
+    /// A chart archive fetched from a Helm repository or an OCI registry, pinned by version and digest.
     Remote(Box<RemoteChart>),
 }
 
-/// A remote chart: an `https://` Helm repository, the chart's name in it, an exact
+/// A remote chart: an `https://` Helm repository or an `oci://` registry, the chart's name, an exact
 /// version and the archive's `sha256:` digest (as the load checked them).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RemoteChart {
