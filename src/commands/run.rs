@@ -24,12 +24,7 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
     require_host(&args, in_cluster)?;
     let webhook_secret = args.webhook_secret_file.as_deref().map(webhook_secret).transpose()?;
     let reconcile = reconcile_settings(&args)?;
-    let credentials = match (&args.kubeconfig, &args.agent) {
-        _ if args.member_secrets => Credentials::Secrets { namespace: args.namespace.clone() },
-        (Some(path), _) => Credentials::File(path.clone()),
-        (None, Some(cluster)) => Credentials::InCluster { cluster: cluster.clone() },
-        (None, None) => unreachable!("clap requires --kubeconfig, --member-secrets or --agent"),
-    };
+    let credentials = credentials(&args);
     let timing =
         crate::leader::elect::Timing::new(args.lease_duration, args.lease_renew_deadline, args.lease_retry_period)
             .map_err(anyhow::Error::msg)?;
@@ -45,24 +40,11 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         None => Some(autoscale(&args)?),
     };
     let previews = previews(&args)?;
-    // Endpoints of multi-cluster Services are collected by the push controller, which
-    // reaches every Push member.
-    let endpoints = args.agent.is_none().then(|| crate::endpoints::Settings {
-        decide: crate::endpoints::step::Settings {
-            instance: args.reconcile.instance.clone(),
-            unreachable_after: args.endpoint_withdraw_after,
-            retry: std::time::Duration::from_secs(2),
-        },
-        probe_interval: std::time::Duration::from_secs(2),
-    });
+    let endpoints = endpoints(&args);
     let failover = args.agent.is_none().then(|| failover(&args)).transpose()?;
     let heartbeat = heartbeat(&args);
     let rollouts = rollouts(&args, in_cluster);
-    let ui = args
-        .ui
-        .then(|| crate::ui::token(args.ui_token_file.as_deref(), &args.listen, args.ui_kubernetes_auth))
-        .transpose()?
-        .map(|token| crate::ui::Settings { token, kubernetes: args.ui_kubernetes_auth, every: args.ui_refresh });
+    let ui = ui(&args)?;
     anyhow::ensure!(
         !args.sharding || args.leader_elect,
         "--sharding needs --leader-elect: the fleet-wide loops keep one owner, the fleet's Lease"
@@ -89,6 +71,38 @@ fn config(args: RunArgs) -> anyhow::Result<Config> {
         webhook_secret,
         autoscale,
     })
+}
+
+/// Where member credentials come from.
+fn credentials(args: &RunArgs) -> Credentials {
+    match (&args.kubeconfig, &args.agent) {
+        _ if args.member_secrets => Credentials::Secrets { namespace: args.namespace.clone() },
+        (Some(path), _) => Credentials::File(path.clone()),
+        (None, Some(cluster)) => Credentials::InCluster { cluster: cluster.clone() },
+        (None, None) => unreachable!("clap requires --kubeconfig, --member-secrets or --agent"),
+    }
+}
+
+/// The endpoints loop's settings. Endpoints of multi-cluster Services are collected by
+/// the push controller, which reaches every Push member; an agent has none.
+fn endpoints(args: &RunArgs) -> Option<crate::endpoints::Settings> {
+    args.agent.is_none().then(|| crate::endpoints::Settings {
+        decide: crate::endpoints::step::Settings {
+            instance: args.reconcile.instance.clone(),
+            unreachable_after: args.endpoint_withdraw_after,
+            retry: std::time::Duration::from_secs(2),
+        },
+        probe_interval: std::time::Duration::from_secs(2),
+    })
+}
+
+/// The fleet page's settings, with `--ui`.
+fn ui(args: &RunArgs) -> anyhow::Result<Option<crate::ui::Settings>> {
+    let token = args
+        .ui
+        .then(|| crate::ui::token(args.ui_token_file.as_deref(), &args.listen, args.ui_kubernetes_auth))
+        .transpose()?;
+    Ok(token.map(|token| crate::ui::Settings { token, kubernetes: args.ui_kubernetes_auth, every: args.ui_refresh }))
 }
 
 /// The rollout loop's settings: its state is kept in the host cluster when there is one.
