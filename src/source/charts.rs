@@ -91,9 +91,10 @@ fn fetch(chart: &RemoteChart) -> anyhow::Result<Vec<u8>> {
     let out_arg = out.to_string_lossy().into_owned();
     // An OCI URL names the chart; a Helm repository's chart is named beside it.
     let mut args = vec!["pull"];
-    match chart.url.starts_with("oci://") {
-        true => args.push(&chart.url),
-        false => args.extend([chart.name.as_str(), "--repo", &chart.url]),
+    if chart.is_oci() {
+        args.push(&chart.url);
+    } else {
+        args.extend([chart.name.as_str(), "--repo", &chart.url]);
     }
     args.extend(["--version", &chart.version, "--destination", &out_arg]);
     let mut env: Vec<(&str, PathBuf)> = vec![
@@ -107,7 +108,7 @@ fn fetch(chart: &RemoteChart) -> anyhow::Result<Vec<u8>> {
     // Credentials the operator gave, for OCI registries only (each is kept for its
     // registry's host); a Helm repository's credentials are not supported.
     if let Some(Some(config)) = REGISTRY_CONFIG.get()
-        && chart.url.starts_with("oci://")
+        && chart.is_oci()
     {
         env.push(("HELM_REGISTRY_CONFIG", config.clone()));
     }

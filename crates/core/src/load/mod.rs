@@ -309,7 +309,7 @@ fn scaled_sources(loaded: &Loaded) -> Result<(), LoadError> {
             continue;
         }
         let invalid = |message: String| Err(LoadError::Invalid { origin: origin.clone(), message });
-        if !file.starts_with("helm:") {
+        if !crate::model::source::is_helm_output(file) {
             return invalid(format!(
                 "spec.scaleTargetRef: {key} is rendered by a kustomization ({file}), and the autoscaler writes \
                  replicas back to the file that declares its target: declare the workload as a plain manifest, or \

@@ -9,7 +9,18 @@ use serde_json::Value;
 /// or `kustomize:DIR/kustomization.yaml`): a template from one has no file in the
 /// repository to edit.
 pub fn is_output(file: &str) -> bool {
-    file.starts_with("helm:") || file.starts_with("kustomize:")
+    is_helm_output(file) || file.starts_with("kustomize:")
+}
+
+/// Whether `file` is one a Helm chart's output is loaded as.
+pub fn is_helm_output(file: &str) -> bool {
+    file.starts_with("helm:")
+}
+
+/// How the files of the HelmChart NAMESPACE/NAME's output begin: `helm:NAMESPACE/NAME:`
+/// (the template's source path follows).
+pub fn helm_output_prefix(namespace: &str, name: &str) -> String {
+    format!("helm:{namespace}/{name}:")
 }
 
 /// `spec` of a HelmChart. Its `metadata.namespace` is the release namespace.

@@ -29,6 +29,11 @@ impl RemoteChart {
     pub fn hex(&self) -> &str {
         self.digest.strip_prefix("sha256:").unwrap_or(&self.digest)
     }
+
+    /// Whether it is pulled from an OCI registry (its URL names the chart).
+    pub fn is_oci(&self) -> bool {
+        self.url.starts_with("oci://")
+    }
 }
 
 /// A remote chart as the load checked it (`load::validate::source`).

@@ -305,7 +305,7 @@ fn helm(chart: &HelmChart, all: &BTreeSet<&str>) -> Result<Expansion, LoadError>
             api_versions: spec.api_versions.clone(),
         },
         inputs: inputs.into_iter().collect(),
-        prefix: format!("helm:{namespace}/{}:", chart.name),
+        prefix: crate::model::source::helm_output_prefix(&namespace, &chart.name),
     })
 }
 

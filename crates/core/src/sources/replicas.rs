@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::load::HelmChart;
 use crate::model::ObjectKey;
-use crate::model::source::ReplicaValue;
+use crate::model::source::{ReplicaValue, helm_output_prefix};
 
 /// A field to set: the document of a repository file and the path in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,9 +23,7 @@ pub struct Location {
 
 /// The HelmChart whose output `file` is (`helm:NAMESPACE/NAME:…`), among `charts`.
 pub fn chart_of<'a>(charts: &'a [HelmChart], file: &str) -> Option<&'a HelmChart> {
-    let (release, _) = file.strip_prefix("helm:")?.split_once(':')?;
-    let (namespace, name) = release.split_once('/')?;
-    charts.iter().find(|c| c.name == name && c.namespace.as_deref().unwrap_or("default") == namespace)
+    charts.iter().find(|c| file.starts_with(&helm_output_prefix(c.namespace.as_deref().unwrap_or("default"), &c.name)))
 }
 
 /// The chart's entry for the rendered workload `key` (by kind and name).
