@@ -21,16 +21,7 @@ flotilla=${FLOTILLA_BIN:-$CARGO_TARGET_DIR/release/flotilla}
 compare=${FLOTILLA_COMPARE:-}
 work=$(mktemp -d)
 export FLOTILLA_CLUSTERS_DIR=$work/clusters KUBECONFIG_OUT=$work/members.config
-cat >"$work/audit-all.yaml" <<'POLICY'
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: Metadata
-  users: [admin]
-- level: None
-POLICY
-export FLOTILLA_AUDIT_POLICY=$work/audit-all.yaml
+export FLOTILLA_AUDIT_POLICY=$PWD/hack/audit-policy-admin.yaml
 trap 'hack/local-down.sh >/dev/null 2>&1; rm -rf "$work"' EXIT
 hack/local-up.sh 3 >/dev/null 2>&1
 

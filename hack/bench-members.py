@@ -48,14 +48,7 @@ SETTLE = float(os.environ.get("SETTLE", "15"))
 WINDOW = float(os.environ.get("WINDOW", "120"))
 COMMITS = int(os.environ.get("COMMITS", "5"))
 RESYNC = float(os.environ.get("RESYNC", "30"))
-POLICY = """apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: Metadata
-  users: [admin]
-- level: None
-"""
+POLICY = ROOT / "hack" / "audit-policy-admin.yaml"
 
 
 # A free port and a quiet git, as the controller benchmark has them.
@@ -203,10 +196,8 @@ def requests(state, n, start, end):
 
 def measure(n, work_root):
     state, kubeconfig = work_root / "clusters", work_root / "members.config"
-    policy = work_root / "audit-policy.yaml"
-    policy.write_text(POLICY)
     env = {**os.environ, "FLOTILLA_CLUSTERS_DIR": str(state), "KUBECONFIG_OUT": str(kubeconfig),
-           "FLOTILLA_MEMBERS_LEAN": "1", "FLOTILLA_AUDIT_POLICY": str(policy)}
+           "FLOTILLA_MEMBERS_LEAN": "1", "FLOTILLA_AUDIT_POLICY": str(POLICY)}
     subprocess.run([str(ROOT / "hack" / "local-up.sh"), str(n)], env=env, check=True, capture_output=True)
     try:
         work = work_root / "repo"
