@@ -54,32 +54,44 @@ pub(super) fn members(
         out.strategy = Some("not a workload: every selected member gets the object as written".into());
     }
     for (cluster, verdict) in loaded.clusters.iter().zip(verdicts) {
-        let rendered = placed.get(cluster.name.as_str());
-        let why = match (rendered, verdict) {
-            (Some(r), _) => {
-                let count = r.replicas.map(|n| format!(", {}", plural(n, "replica"))).unwrap_or_default();
-                let held = if r.suspended {
-                    "; dispatching is suspended by its policy (nothing is applied or pruned)"
-                } else {
-                    ""
-                };
-                format!("placed{count}{held}")
-            }
-            (None, Err(unfit)) => format!("filtered out: {}", unfit_text(&unfit)),
-            (None, Ok(_)) => match source {
-                None => "not placed: nothing claims the object".into(),
-                Some(Source::Dependency { .. }) => "not placed: no workload that uses it is placed here".into(),
-                _ => not_chosen(policy, replicas),
-            },
-        };
-        let why = match cluster.spec.sync_mode {
-            SyncMode::Pull if rendered.is_some() => format!("{why} (a Pull member: its agent applies it)"),
-            _ => why,
-        };
+        let rendered = placed.get(cluster.name.as_str()).copied();
+        let why = member_why(cluster, rendered, verdict, source, policy, replicas);
         let overrides = rendered.map(|r| steps(plan, template, r)).unwrap_or_default();
         let replicas = rendered.and_then(|r| r.replicas);
         let verdict = MemberVerdict { placed: rendered.is_some(), replicas, why, overrides, wave: None };
         out.members.insert(cluster.name.clone(), verdict);
+    }
+}
+
+/// Why one member does or does not get the object, in words.
+fn member_why(
+    cluster: &Cluster,
+    rendered: Option<&Rendered>,
+    verdict: Result<usize, Unfit>,
+    source: Option<Source>,
+    policy: Option<&Placement>,
+    replicas: Option<i64>,
+) -> String {
+    let why = match (rendered, verdict) {
+        (Some(r), _) => {
+            let count = r.replicas.map(|n| format!(", {}", plural(n, "replica"))).unwrap_or_default();
+            let held = if r.suspended {
+                "; dispatching is suspended by its policy (nothing is applied or pruned)"
+            } else {
+                ""
+            };
+            format!("placed{count}{held}")
+        }
+        (None, Err(unfit)) => format!("filtered out: {}", unfit_text(&unfit)),
+        (None, Ok(_)) => match source {
+            None => "not placed: nothing claims the object".into(),
+            Some(Source::Dependency { .. }) => "not placed: no workload that uses it is placed here".into(),
+            _ => not_chosen(policy, replicas),
+        },
+    };
+    match cluster.spec.sync_mode {
+        SyncMode::Pull if rendered.is_some() => format!("{why} (a Pull member: its agent applies it)"),
+        _ => why,
     }
 }
 
