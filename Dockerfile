@@ -7,7 +7,8 @@ WORKDIR /src
 COPY . .
 RUN cargo build --release --locked --bin flotilla
 
-# helm and kustomize, which render HelmChart sources and kustomizations
+# helm (which pulls remote charts), flotilla-helm (`helm template` from the same
+# packages, which renders them) and kustomize, for HelmChart sources and kustomizations
 # (docs/sources.md), built from the Go modules hack/tools pins, as hack/build-tools.sh
 # builds them for the tests.
 FROM golang:1.26-bookworm AS tools
@@ -17,6 +18,7 @@ COPY hack/tools/kustomize /tools/kustomize
 RUN cd /tools/helm \
     && version=$(sed -nE 's|^[[:space:]]*(require[[:space:]]+)?helm.sh/helm/v4 (v[^[:space:]]+).*|\2|p' go.mod | head -n1) \
     && go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version" -o /out/ helm.sh/helm/v4/cmd/helm \
+    && go build -trimpath -ldflags "-s -w" -o /out/ ./flotilla-helm \
     && cd /tools/kustomize && go build -trimpath -ldflags "-s -w" -o /out/ sigs.k8s.io/kustomize/kustomize/v5
 
 FROM debian:bookworm-slim
@@ -25,7 +27,7 @@ FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates libssl3 openssh-client \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/target/release/flotilla /usr/local/bin/flotilla
-COPY --from=tools /out/helm /out/kustomize /usr/local/bin/
+COPY --from=tools /out/helm /out/flotilla-helm /out/kustomize /usr/local/bin/
 # Two malloc arenas: the controller is mostly idle, and more arenas only keep more
 # freed memory (docs/performance.md, "memory soak").
 ENV MALLOC_ARENA_MAX=2

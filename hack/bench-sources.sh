@@ -8,8 +8,10 @@
 #   plain     the plain repository;
 #   cold      the charts with an empty source cache (every chart rendered by helm);
 #   warm      one chart's values file changed, the other outputs in the cache;
-#   unchanged nothing changed, every output in the cache.
-# Usage: hack/bench-sources.sh [CHARTS] [CLUSTERS]     (helm: hack/build-tools.sh)
+#   unchanged nothing changed, every output in the cache;
+# cold and warm through flotilla-helm (what renders charts when it is found), then again
+# through the helm CLI (`helm template`, what renders them without it).
+# Usage: hack/bench-sources.sh [CHARTS] [CLUSTERS]     (both tools: hack/build-tools.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/target}
@@ -17,7 +19,7 @@ charts=${1:-50} clusters=${2:-20} runs=${RUNS:-5}
 bin=${FLOTILLA_BIN:-}
 if [ -z "$bin" ]; then cargo build --release -q --bin flotilla -p flotilla; bin=$CARGO_TARGET_DIR/release/flotilla; fi
 tools=$(bash hack/build-tools.sh 2>/dev/null)
-export FLOTILLA_HELM=$tools/helm
+export FLOTILLA_HELM=$tools/flotilla-helm
 work=$(mktemp -d)
 [ -n "${KEEP:-}" ] && echo "work: $work" >&2 || trap 'rm -rf "$work"' EXIT
 
@@ -166,6 +168,9 @@ echo 0 >"$work/n"
 bump="n=\$(( \$(cat '$work/n') + 1 )); echo \$n >'$work/n'; echo \"replicas: \$(( $clusters + \$n ))\" >'$work/charts/values/app000-prod.yaml'"
 read -r warm warm_mib <<<"$(BEFORE="$bump" median "$bin" render "$work/charts" -o json)"
 read -r same same_mib <<<"$(median "$bin" render "$work/charts" -o json)"
+export FLOTILLA_HELM=$tools/helm
+read -r cold_cli cold_cli_mib <<<"$(BEFORE="rm -rf '$cache'" median "$bin" render "$work/charts" -o json)"
+read -r warm_cli warm_cli_mib <<<"$(BEFORE="$bump" median "$bin" render "$work/charts" -o json)"
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 printf '%s charts, %s templates, %s clusters (median of %s runs, release, %s cores)\n' "$charts" "$objects" "$clusters" "$runs" "$(nproc)"
 printf '%-10s %10s %10s %12s\n' render seconds "peak MiB" "vs plain"
@@ -173,3 +178,5 @@ printf '%-10s %10s %10s %12s\n' plain "$plain" "$plain_mib" 1.00
 printf '%-10s %10s %10s %12s\n' cold "$cold" "$cold_mib" "$(ratio "$cold" "$plain")"
 printf '%-10s %10s %10s %12s\n' warm "$warm" "$warm_mib" "$(ratio "$warm" "$plain")"
 printf '%-10s %10s %10s %12s\n' unchanged "$same" "$same_mib" "$(ratio "$same" "$plain")"
+printf '%-10s %10s %10s %12s\n' cold-cli "$cold_cli" "$cold_cli_mib" "$(ratio "$cold_cli" "$plain")"
+printf '%-10s %10s %10s %12s\n' warm-cli "$warm_cli" "$warm_cli_mib" "$(ratio "$warm_cli" "$plain")"

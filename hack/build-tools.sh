@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the binaries the member clusters need from the Go module proxy:
 # kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes), etcd
-# (go.etcd.io/etcd/server/v3), kwok (sigs.k8s.io/kwok), helm (helm.sh/helm/v4) and
-# kustomize (sigs.k8s.io/kustomize/kustomize/v5), into $FLOTILLA_TOOLS_BIN
+# (go.etcd.io/etcd/server/v3), kwok (sigs.k8s.io/kwok), helm (helm.sh/helm/v4),
+# flotilla-helm (hack/tools/helm/flotilla-helm, over helm.sh/helm/v4) and kustomize
+# (sigs.k8s.io/kustomize/kustomize/v5), into $FLOTILLA_TOOLS_BIN
 # (default: ~/.cache/flotilla/bin, outside any clone, so fresh clones and CI reuse it).
 # Each module is rebuilt only when its go.mod/go.sum, build flags or Go version change:
 # a stamp file holds their hash. Nothing prebuilt is downloaded. Prints the directory.
@@ -22,7 +23,9 @@ go_minor=$(go env GOVERSION | sed -nE 's/^go1\.([0-9]+).*/\1/p')
 build() {
   local dir=$1 ldflags=$2; shift 2
   local stamp="$bin/.stamp-${STAMP:-$(basename "$dir")}"
-  local want; want=$( (cat "$dir/go.mod" "$dir/go.sum" $(ls "$dir"/*.go 2>/dev/null); echo "$ldflags ${TAGS:-} $CGO_ENABLED"; go version) | sha256sum | cut -c1-16)
+  # The module's own Go files, and those of a package of it named `./dir`.
+  local sources; sources=$(ls "$dir"/*.go 2>/dev/null; for pkg in "$@"; do case $pkg in ./*) ls "$dir/$pkg"/*.go;; esac; done)
+  local want; want=$( (cat "$dir/go.mod" "$dir/go.sum" $sources; echo "$ldflags ${TAGS:-} $CGO_ENABLED"; go version) | sha256sum | cut -c1-16)
   local missing=0
   for pkg in "$@"; do
     # Go names a binary after its package, skipping a major-version suffix (`/v5`).
@@ -36,7 +39,7 @@ build() {
   local start=$SECONDS
   (cd "$dir" && go build -trimpath -tags "${TAGS:-}" -ldflags "-s -w $ldflags" -o "$bin/" "$@")
   echo "$want" > "$stamp"
-  echo "build-tools: $(basename "$dir") built in $((SECONDS - start)) s" >&2
+  echo "build-tools: ${STAMP:-$(basename "$dir")} built in $((SECONDS - start)) s" >&2
 }
 
 k8s_version=$(sed -nE 's|^[[:space:]]*(require[[:space:]]+)?k8s.io/kubernetes (v[^[:space:]]+).*|\2|p' "$here/tools/kubernetes/go.mod" | head -n1)
@@ -58,6 +61,9 @@ fi
 # The renderers of HelmChart sources and kustomizations, pinned by their go.mod.
 helm_version=$(sed -nE 's|^[[:space:]]*(require[[:space:]]+)?helm.sh/helm/v4 (v[^[:space:]]+).*|\2|p' "$here/tools/helm/go.mod" | head -n1)
 build "$here/tools/helm" "-X helm.sh/helm/v4/internal/version.version=$helm_version" helm.sh/helm/v4/cmd/helm
+# `helm template` from the same packages, without Helm's install machinery: what renders
+# charts (the helm CLI still pulls remote ones).
+STAMP=flotilla-helm build "$here/tools/helm" "" ./flotilla-helm
 build "$here/tools/kustomize" "" sigs.k8s.io/kustomize/kustomize/v5
 # Gitea, the forge of the preview tests: SQLite needs cgo (a C compiler). It reads its
 # locales and templates from disk (no bindata), copied next to the binary.

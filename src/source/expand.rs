@@ -152,7 +152,7 @@ fn parallel<T: Sync, R: Send>(items: &[T], run: impl Fn(&T) -> R + Sync) -> Vec<
 /// The output's key: the tool and its build, the job, and every input's path and
 /// bytes (or Git blob id).
 fn key(files: &RepoFiles, expansion: &Expansion) -> anyhow::Result<String> {
-    let tool = tool::find(expansion.job.tool())?;
+    let tool = tool::renderer(expansion.job.tool())?;
     let mut hash = Sha256::new();
     hash.update(format!("flotilla-source-v1\0{}\0{}\0{:?}\0", tool.name, tool.identity, expansion.job));
     for path in &expansion.inputs {
@@ -172,7 +172,7 @@ fn key(files: &RepoFiles, expansion: &Expansion) -> anyhow::Result<String> {
 
 /// Runs the expansion's tool in a scratch copy of its inputs.
 fn render(files: &RepoFiles, expansion: &Expansion) -> anyhow::Result<String> {
-    let tool = tool::find(expansion.job.tool())?;
+    let tool = tool::renderer(expansion.job.tool())?;
     let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
     let repo = scratch.path().join("repo");
     for path in &expansion.inputs {

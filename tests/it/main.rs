@@ -12,6 +12,7 @@ mod e2e; // the member clusters themselves: real pods, readiness, isolation
 mod failover; // a stopped member's replicas run elsewhere; nothing is lost when it returns
 mod fence; // a leader cut off from its Lease stops writing before a standby leads
 mod gitea; // a real forge for the preview tests: Gitea built from its Go module
+mod helm_renderer; // flotilla-helm prints what helm template prints, byte for byte, and refuses what it refuses
 mod hostile; // hostile repos: bombs, huge and deep documents, escaping symlinks, bad fields
 mod interpret; // the resource interpreter on real members: a custom kind divided and judged by its Lua scripts
 mod inventory; // the inventory: its source, recovery from corruption, parts past one ConfigMap

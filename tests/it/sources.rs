@@ -16,7 +16,7 @@ use crate::support::{commit_all, root, run, write};
 const FIXTURE: &str = "tests/fixtures/sources";
 
 /// A tool hack/build-tools.sh builds (or `FLOTILLA_HELM` / `FLOTILLA_KUSTOMIZE` names).
-fn built(name: &str) -> PathBuf {
+pub(crate) fn built(name: &str) -> PathBuf {
     let path = std::env::var_os(format!("FLOTILLA_{}", name.to_uppercase())).map(PathBuf::from).unwrap_or_else(|| {
         let cache = std::env::var_os("XDG_CACHE_HOME")
             .map(PathBuf::from)
