@@ -19,7 +19,10 @@ charts=${1:-50} clusters=${2:-20} runs=${RUNS:-5}
 bin=${FLOTILLA_BIN:-}
 if [ -z "$bin" ]; then cargo build --release -q --bin flotilla -p flotilla; bin=$CARGO_TARGET_DIR/release/flotilla; fi
 tools=$(bash hack/build-tools.sh 2>/dev/null)
-export FLOTILLA_HELM=$tools/flotilla-helm
+# flotilla-helm is found in the tools directory; FLOTILLA_HELM (the helm CLI) is set
+# only for the CLI's rows.
+unset FLOTILLA_HELM
+export FLOTILLA_TOOLS_BIN=$tools
 work=$(mktemp -d)
 [ -n "${KEEP:-}" ] && echo "work: $work" >&2 || trap 'rm -rf "$work"' EXIT
 

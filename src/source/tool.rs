@@ -42,8 +42,8 @@ pub fn find(name: &'static str) -> anyhow::Result<Tool> {
 }
 
 /// What renders a job of `name`'s: for helm, `flotilla-helm` when one is found (its
-/// output is `helm template`'s byte for byte: tests/it/sources.rs), else the helm CLI;
-/// `FLOTILLA_HELM` names either and comes first.
+/// output is `helm template`'s byte for byte: tests/it/helm_renderer.rs), else the helm
+/// CLI. `FLOTILLA_HELM` names the helm CLI, which then renders too.
 pub fn renderer(name: &'static str) -> anyhow::Result<Tool> {
     static HELM: OnceLock<Result<Tool, String>> = OnceLock::new();
     match name {
