@@ -46,7 +46,12 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    if let Err(e) = git::prepare_network() {
+    // Only the controller reaches a Git remote; every other command reads a directory or
+    // a local repository. Readying libgit2 loads the system's CA bundle (~30 ms with
+    // OpenSSL 3), which a `render` of a working tree should not pay.
+    if matches!(cli.command, cli::Command::Run(_))
+        && let Err(e) = git::prepare_network()
+    {
         eprintln!("error: cannot set up Git's networking: {e}");
         return ExitCode::from(2);
     }

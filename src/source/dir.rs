@@ -43,21 +43,34 @@ fn walk(root: &Path, out: &mut Collector<'_>) -> Result<(), SourceError> {
                 continue;
             }
             let path = entry.path();
-            let meta = fs::symlink_metadata(&path).map_err(io(&path))?;
-            if meta.is_symlink() {
+            // The entry's type comes with the listing (no lstat), as the link itself.
+            let kind = entry.file_type().map_err(io(&path))?;
+            if kind.is_symlink() {
                 read_link(root, &path, &rel, in_unit, out)?;
-            } else if meta.is_dir() {
+            } else if kind.is_dir() {
                 if depth + 1 > MAX_DIR_DEPTH {
                     return Err(SourceError::TooDeep { path: rel });
                 }
                 pending.push((path, rel, depth + 1, in_unit));
-            } else if meta.is_file() && (in_unit || RepoFiles::is_manifest_path(&rel)) {
-                out.admit(&rel, meta.len())?;
-                out.add(rel, fs::read(&path).map_err(io(&path))?);
+            } else if kind.is_file() && (in_unit || RepoFiles::is_manifest_path(&rel)) {
+                let bytes = read_file(&path, &rel, out)?;
+                out.add(rel, bytes);
             }
         }
     }
     Ok(())
+}
+
+/// A regular file's bytes, its size admitted first (taken from the open file, so the
+/// size checked is the file's that is read).
+fn read_file(path: &Path, rel: &str, out: &mut Collector<'_>) -> Result<Vec<u8>, SourceError> {
+    let io = |source| SourceError::Io { path: path.to_path_buf(), source };
+    let mut file = fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    out.admit(rel, size)?;
+    let mut bytes = Vec::with_capacity(size as usize);
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(io)?;
+    Ok(bytes)
 }
 
 /// A symlink must resolve, lexically and on disk, to something inside the root. Links
@@ -81,14 +94,36 @@ fn read_link(root: &Path, path: &Path, rel: &str, in_unit: bool, out: &mut Colle
 }
 
 /// The revision's digest; every file gets its Git blob id as its content id, as a Git
-/// revision's files do (so a parse cache holds them by content).
+/// revision's files do (so a parse cache holds them by content, whichever way they were
+/// read).
 fn digest(files: &mut RepoFiles) -> String {
     let mut listing = Vec::new();
     for (path, bytes) in &files.files {
-        let oid = git2::Oid::hash_object(git2::ObjectType::Blob, bytes).expect("hashing in memory cannot fail");
+        let oid = blob_id(bytes);
         listing.extend_from_slice(format!("{path}\0{oid}\n").as_bytes());
-        files.ids.insert(path.clone(), oid.to_string());
+        files.ids.insert(path.clone(), oid);
     }
-    let oid = git2::Oid::hash_object(git2::ObjectType::Blob, &listing).expect("hashing in memory cannot fail");
-    format!("dir-{oid}")
+    format!("dir-{}", blob_id(&listing))
+}
+
+/// Git's blob id of `bytes` (SHA-1 of `blob <length>\0` and the bytes), computed here
+/// rather than by libgit2: any libgit2 call first initialises its TLS, which loads the
+/// system's CA bundle, and reading a working tree needs none of it.
+fn blob_id(bytes: &[u8]) -> String {
+    use sha1::Digest;
+    let mut hash = sha1::Sha1::new();
+    hash.update(format!("blob {}\0", bytes.len()));
+    hash.update(bytes);
+    hex::encode(hash.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn blob_ids_are_gits() {
+        for bytes in [&b""[..], b"kind: ConfigMap\n", &[0u8, 159, 146, 150][..], &vec![b'x'; 70_000][..]] {
+            let git = git2::Oid::hash_object(git2::ObjectType::Blob, bytes).unwrap().to_string();
+            assert_eq!(super::blob_id(bytes), git);
+        }
+    }
 }
