@@ -9,6 +9,13 @@ use flotilla_core::model::Plan;
 use flotilla_core::model::plan::PlanView;
 use serde_json::Value;
 
+/// Standard output, buffered in large blocks: a plan is megabytes written in small
+/// pieces, and the standard handle (line-buffered, 1 KiB) would scan every piece for a
+/// newline and write each kilobyte on its own. Flush it before returning.
+pub fn stdout() -> std::io::BufWriter<std::io::StdoutLock<'static>> {
+    std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock())
+}
+
 /// Every cluster's manifests as one YAML stream, each document headed by its cluster.
 pub fn write_yaml(view: &PlanView<'_>, out: &mut dyn Write) -> anyhow::Result<()> {
     for (cluster, items) in view.clusters() {

@@ -20,7 +20,9 @@ pub fn render(args: RenderArgs) -> anyhow::Result<Outcome> {
         None => (plan(&args.source)?, None),
     };
     if args.templates {
-        output::write_templates(&plan.loaded.templates, args.format, &mut std::io::stdout().lock())?;
+        let mut stdout = output::stdout();
+        output::write_templates(&plan.loaded.templates, args.format, &mut stdout)?;
+        stdout.flush()?;
         return Ok(report(&plan));
     }
     super::require_declared(args.clusters.iter().chain(&args.simulate_failure), &[&plan])?;
@@ -31,15 +33,16 @@ pub fn render(args: RenderArgs) -> anyhow::Result<Outcome> {
     if let (Some(moved), Some(from)) = (args.wave, &from) {
         view = view.holding(flotilla_core::rollout::held_after(from, &plan, moved));
     }
+    let mut stdout = output::stdout();
     match (&args.out_dir, args.format) {
         (Some(dir), _) => output::write_dir(&plan, &view, dir)?,
         (None, Format::Json) => {
-            let mut stdout = std::io::stdout().lock();
             serde_json::to_writer(&mut stdout, &view).context("cannot write the plan")?;
             writeln!(stdout)?;
         }
-        (None, Format::Yaml) => output::write_yaml(&view, &mut std::io::stdout().lock())?,
+        (None, Format::Yaml) => output::write_yaml(&view, &mut stdout)?,
     }
+    stdout.flush()?;
     Ok(report(&plan))
 }
 
