@@ -91,7 +91,7 @@ pub fn load(files: &RepoFiles, parse: &mut ParseCache, limits: &Limits) -> anyho
         }
         known.extend(output_files(&keyed, &fresh));
     }
-    let assembled = sources::assemble(files.clone(), &units, &charts, known);
+    let assembled = sources::assemble(files, &units, &charts, known);
     let loaded = load_cached(&assembled, parse, limits)?;
     if let Some(nested) = loaded.helm_charts.iter().find(|c| sources::is_output(&c.origin.file)) {
         anyhow::bail!("{}: a HelmChart may not come out of a chart or kustomization", nested.origin);

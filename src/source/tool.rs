@@ -114,9 +114,17 @@ pub fn run(
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
     let (stdout, stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
-    let out = std::thread::spawn(move || read_limited(stdout, OUTPUT_LIMIT));
+    let (ended, output_ended) = std::sync::mpsc::channel();
+    let out = std::thread::spawn(move || {
+        let read = read_limited(stdout, OUTPUT_LIMIT);
+        let _ = ended.send(());
+        read
+    });
     let err = std::thread::spawn(move || read_limited(stderr, MESSAGE_LIMIT));
     let deadline = Instant::now() + TIME_LIMIT;
+    // A tool's output ends when it exits: wait for that rather than poll, then for the
+    // exit itself (polled, as one that closes its output may still hang).
+    let _ = output_ended.recv_timeout(TIME_LIMIT);
     let status = loop {
         match child.try_wait().map_err(|e| e.to_string())? {
             Some(status) => break status,
@@ -125,7 +133,7 @@ pub fn run(
                 let _ = child.wait();
                 return Err(format!("took longer than {} s and was stopped", TIME_LIMIT.as_secs()));
             }
-            None => std::thread::sleep(Duration::from_millis(1)),
+            None => std::thread::sleep(Duration::from_micros(200)),
         }
     };
     let (out, over) = out.join().map_err(|_| "its output could not be read".to_string())?;

@@ -351,13 +351,17 @@ pub fn is_loose(units: &Units, charts: &[HelmChart], path: &str) -> bool {
 /// left out) and the tools' output files, each with its content id `id` (so a parse
 /// cache keeps them across revisions).
 pub fn assemble(
-    mut files: RepoFiles,
+    files: &RepoFiles,
     units: &Units,
     charts: &[HelmChart],
     outputs: impl IntoIterator<Item = (String, String, String)>,
 ) -> RepoFiles {
-    files.files.retain(|path, _| is_loose(units, charts, path));
-    files.ids.retain(|path, _| is_loose(units, charts, path));
+    let loose = |path: &String| is_loose(units, charts, path);
+    let mut files = RepoFiles {
+        revision: files.revision.clone(),
+        files: files.files.iter().filter(|(p, _)| loose(p)).map(|(p, b)| (p.clone(), b.clone())).collect(),
+        ids: files.ids.iter().filter(|(p, _)| loose(p)).map(|(p, id)| (p.clone(), id.clone())).collect(),
+    };
     for (path, id, text) in outputs {
         files.ids.insert(path.clone(), id);
         files.files.insert(path, text.into_bytes());

@@ -70,7 +70,7 @@ fn assembled_files_hold_loose_manifests_and_outputs_only() {
     let limits = Limits::default();
     let units = units(&files, &limits).unwrap();
     let charts = declared_charts(&files, &units, &ParseCache::default(), &limits).unwrap();
-    let assembled = assemble(files, &units, &charts, [("helm:shop/shop:x.yaml".into(), "k".into(), "a: b\n".into())]);
+    let assembled = assemble(&files, &units, &charts, [("helm:shop/shop:x.yaml".into(), "k".into(), "a: b\n".into())]);
     assert_eq!(
         assembled.files.keys().collect::<Vec<_>>(),
         ["fleet/policy.yaml", "fleet/shop.yaml", "helm:shop/shop:x.yaml"],
@@ -227,7 +227,7 @@ fn load_error(text: String) -> String {
     let mut files = shop();
     files.files.insert("fleet/shop.yaml".into(), text.into_bytes());
     files.files.remove("envs/prod.yaml");
-    let loose = assemble(files.clone(), &units(&files, &limits).unwrap(), &[], []);
+    let loose = assemble(&files, &units(&files, &limits).unwrap(), &[], []);
     crate::load::load(&loose, &limits).unwrap_err().to_string()
 }
 
@@ -326,7 +326,7 @@ fn scaled(chart: &str, output: &str) -> Result<crate::model::Loaded, String> {
     let deployment =
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: shop, namespace: shop}\nspec: {replicas: 6}\n";
     let outputs = [(output.to_owned(), "id".to_owned(), deployment.to_owned())];
-    crate::load::load(&assemble(files, &units, &charts, outputs), &limits).map_err(|e| e.to_string())
+    crate::load::load(&assemble(&files, &units, &charts, outputs), &limits).map_err(|e| e.to_string())
 }
 
 #[test]
