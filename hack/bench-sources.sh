@@ -4,7 +4,8 @@
 # ServiceAccount, HorizontalPodAutoscaler and PodDisruptionBudget from helpers and
 # values, one values file per chart) placed on CLUSTERS members (default 20), and a
 # second repository holding exactly what those charts render as plain files. Then times
-# the release CLI's `render -o json` (median of RUNS, default 5):
+# the release CLI's `render -o json` (median of RUNS rounds, default 5; each round runs
+# every row once, so the machine's noise falls on all rows alike):
 #   plain     the plain repository;
 #   cold      the charts with an empty source cache (every chart rendered by helm);
 #   warm      one chart's values file changed, the other outputs in the cache;
@@ -148,38 +149,43 @@ for doc in sys.stdin.read().split("---\n")[1:]:
 ' "$work/plain"
 rm -rf "$cache"
 
-# median CMD...: "<seconds> <peak RSS MiB>", the median of $runs runs (BEFORE runs first).
-median() {
-  python3 - "$runs" "${BEFORE:-true}" "$@" <<'PY'
-import resource, statistics, subprocess, sys, time
-runs, before, cmd = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-times, peak = [], 0
-for _ in range(runs):
-    subprocess.run(before, shell=True, check=True)
-    start = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
-    times.append(time.perf_counter() - start)
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(f"{statistics.median(times):.3f} {peak:.0f}")
-PY
-}
 objects=$("$bin" render "$work/plain" --templates | grep -c '^kind:')
-read -r plain plain_mib <<<"$(median "$bin" render "$work/plain" -o json)"
-read -r cold cold_mib <<<"$(BEFORE="rm -rf '$cache'" median "$bin" render "$work/charts" -o json)"
-# Each warm run changes app000's values file to a count not rendered before.
-echo 0 >"$work/n"
-bump="n=\$(( \$(cat '$work/n') + 1 )); echo \$n >'$work/n'; echo \"replicas: \$(( $clusters + \$n ))\" >'$work/charts/values/app000-prod.yaml'"
-read -r warm warm_mib <<<"$(BEFORE="$bump" median "$bin" render "$work/charts" -o json)"
-read -r same same_mib <<<"$(median "$bin" render "$work/charts" -o json)"
-export FLOTILLA_HELM=$tools/helm
-read -r cold_cli cold_cli_mib <<<"$(BEFORE="rm -rf '$cache'" median "$bin" render "$work/charts" -o json)"
-read -r warm_cli warm_cli_mib <<<"$(BEFORE="$bump" median "$bin" render "$work/charts" -o json)"
-ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
-printf '%s charts, %s templates, %s clusters (median of %s runs, release, %s cores)\n' "$charts" "$objects" "$clusters" "$runs" "$(nproc)"
+printf '%s charts, %s templates, %s clusters (median of %s rounds, release, %s cores)\n' "$charts" "$objects" "$clusters" "$runs" "$(nproc)"
 printf '%-10s %10s %10s %12s\n' render seconds "peak MiB" "vs plain"
-printf '%-10s %10s %10s %12s\n' plain "$plain" "$plain_mib" 1.00
-printf '%-10s %10s %10s %12s\n' cold "$cold" "$cold_mib" "$(ratio "$cold" "$plain")"
-printf '%-10s %10s %10s %12s\n' warm "$warm" "$warm_mib" "$(ratio "$warm" "$plain")"
-printf '%-10s %10s %10s %12s\n' unchanged "$same" "$same_mib" "$(ratio "$same" "$plain")"
-printf '%-10s %10s %10s %12s\n' cold-cli "$cold_cli" "$cold_cli_mib" "$(ratio "$cold_cli" "$plain")"
-printf '%-10s %10s %10s %12s\n' warm-cli "$warm_cli" "$warm_cli_mib" "$(ratio "$warm_cli" "$plain")"
+# The six renders, round-robin: each round runs every row once, in this order, so the
+# machine's noise falls on all rows alike; each row's median and the largest process of
+# its runs (Helm's, in the rows that start it). Each warm run first sets app000's
+# values file to a count not rendered before.
+python3 - "$runs" "$bin" "$work" "$clusters" "$tools/helm" <<'PY'
+import os, resource, shutil, statistics, subprocess, sys, time
+runs, bin, work, clusters, helm = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+cache = os.environ["FLOTILLA_SOURCE_CACHE"]
+bumped = [0]
+def clear(): shutil.rmtree(cache, ignore_errors=True)
+def bump():
+    bumped[0] += 1
+    with open(f"{work}/charts/values/app000-prod.yaml", "w") as f:
+        f.write(f"replicas: {clusters + bumped[0]}\n")
+plain, charts, cli = f"{work}/plain", f"{work}/charts", {"FLOTILLA_HELM": helm}
+rows = [("plain", plain, None, {}), ("cold", charts, clear, {}), ("warm", charts, bump, {}),
+        ("unchanged", charts, None, {}), ("cold-cli", charts, clear, cli), ("warm-cli", charts, bump, cli)]
+times = {name: [] for name, *_ in rows}
+peaks = {name: 0 for name, *_ in rows}
+for _ in range(runs):
+    for name, repo, before, extra in rows:
+        if before:
+            before()
+        env = dict(os.environ, **extra)
+        start = time.perf_counter()
+        child = subprocess.Popen([bin, "render", repo, "-o", "json"], stdout=subprocess.DEVNULL, env=env)
+        _, status, usage = os.wait4(child.pid, 0)
+        times[name].append(time.perf_counter() - start)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            sys.exit(f"{name}: render exited {child.returncode}")
+        peaks[name] = max(peaks[name], usage.ru_maxrss / 1024)
+base = statistics.median(times["plain"])
+for name, *_ in rows:
+    t = statistics.median(times[name])
+    print(f"{name:<10} {t:10.3f} {peaks[name]:10.0f} {t / base:12.2f}")
+PY

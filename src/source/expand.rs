@@ -15,6 +15,7 @@ use flotilla_core::load::{ParseCache, load_cached};
 use flotilla_core::model::{Limits, Loaded, RepoFiles};
 use flotilla_core::sources::{self, Chart, Expansion, Job};
 use sha2::{Digest, Sha256};
+use tempfile::TempDir;
 
 use super::tool;
 
@@ -73,6 +74,7 @@ pub fn load(files: &RepoFiles, parse: &mut ParseCache, limits: &Limits) -> anyho
     let missing: Vec<&(&Expansion, String)> =
         keyed.iter().filter(|(_, key)| !outputs.contains_key(key.as_str())).collect();
     let mut known = output_files(&keyed, &outputs);
+    let mut leftovers = Vec::new();
     if !missing.is_empty() {
         let rendered = std::thread::scope(|scope| {
             let running = scope.spawn(|| parallel(&missing, |(expansion, key)| render_kept(files, expansion, key)));
@@ -87,12 +89,24 @@ pub fn load(files: &RepoFiles, parse: &mut ParseCache, limits: &Limits) -> anyho
         });
         let mut fresh = HashMap::with_capacity(missing.len());
         for ((_, key), result) in missing.iter().zip(rendered) {
-            fresh.insert(key.as_str(), result?);
+            let (output, scratch) = result?;
+            fresh.insert(key.as_str(), output.clone());
+            leftovers.push((key.as_str(), output, scratch));
         }
         known.extend(output_files(&keyed, &fresh));
     }
-    let assembled = sources::assemble(files, &units, &charts, known);
-    let loaded = load_cached(&assembled, parse, limits)?;
+    // Writing the new outputs to the cache directory and removing the tools' scratch
+    // copies is I/O the load does not wait for (a few milliseconds a render here).
+    let loaded = std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for (key, output, scratch) in leftovers {
+                write_cached(key, &output);
+                drop(scratch);
+            }
+        });
+        let assembled = sources::assemble(files, &units, &charts, known);
+        load_cached(&assembled, parse, limits)
+    })?;
     if let Some(nested) = loaded.helm_charts.iter().find(|c| sources::is_output(&c.origin.file)) {
         anyhow::bail!("{}: a HelmChart may not come out of a chart or kustomization", nested.origin);
     }
@@ -116,14 +130,15 @@ fn kept<'a>(keyed: &'a [(&Expansion, String)]) -> HashMap<&'a str, Arc<str>> {
     outputs
 }
 
-/// Renders one expansion and keeps its output under `key`.
-fn render_kept(files: &RepoFiles, expansion: &Expansion, key: &str) -> anyhow::Result<Arc<str>> {
-    let output = render(files, expansion)
+/// Renders one expansion and holds its output under `key`; with it, the scratch copy
+/// the tool ran in, for the caller to remove (and the output to write to the cache
+/// directory) off the critical path.
+fn render_kept(files: &RepoFiles, expansion: &Expansion, key: &str) -> anyhow::Result<(Arc<str>, TempDir)> {
+    let (output, scratch) = render(files, expansion)
         .with_context(|| format!("{} ({}) does not render", expansion.name, expansion.origin))?;
-    write_cached(key, &output);
     let output: Arc<str> = Arc::from(output);
     HELD.lock().expect("held outputs lock").insert(key.to_owned(), output.clone());
-    Ok(output)
+    Ok((output, scratch))
 }
 
 /// The output files (path, id, text) of every expansion whose output is in `outputs`,
@@ -170,8 +185,8 @@ fn key(files: &RepoFiles, expansion: &Expansion) -> anyhow::Result<String> {
     Ok(hex::encode(hash.finalize()))
 }
 
-/// Runs the expansion's tool in a scratch copy of its inputs.
-fn render(files: &RepoFiles, expansion: &Expansion) -> anyhow::Result<String> {
+/// Runs the expansion's tool in a scratch copy of its inputs: its output, and the copy.
+fn render(files: &RepoFiles, expansion: &Expansion) -> anyhow::Result<(String, TempDir)> {
     let tool = tool::renderer(expansion.job.tool())?;
     let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
     let repo = scratch.path().join("repo");
@@ -193,7 +208,9 @@ fn render(files: &RepoFiles, expansion: &Expansion) -> anyhow::Result<String> {
     let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, v.as_path())).collect();
     let output = tool::run(&tool.path, &args, &repo, &home, &env)
         .map_err(|message| anyhow::anyhow!("{} {}: {message}", tool.name, args.first().copied().unwrap_or_default()))?;
-    String::from_utf8(output).map_err(|_| anyhow::anyhow!("{} printed something that is not UTF-8", tool.name))
+    let output =
+        String::from_utf8(output).map_err(|_| anyhow::anyhow!("{} printed something that is not UTF-8", tool.name))?;
+    Ok((output, scratch))
 }
 
 /// Variables a tool runs with, besides HOME and TMPDIR.
