@@ -53,7 +53,7 @@ fn walk(root: &Path, out: &mut Collector<'_>) -> Result<(), SourceError> {
                 }
                 pending.push((path, rel, depth + 1, in_unit));
             } else if kind.is_file() && (in_unit || RepoFiles::is_manifest_path(&rel)) {
-                let bytes = read_file(&path, &rel, out)?;
+                let bytes = read_file(&path, &path, &rel, out)?;
                 out.add(rel, bytes);
             }
         }
@@ -61,10 +61,10 @@ fn walk(root: &Path, out: &mut Collector<'_>) -> Result<(), SourceError> {
     Ok(())
 }
 
-/// A regular file's bytes, its size admitted first (taken from the open file, so the
-/// size checked is the file's that is read).
-fn read_file(path: &Path, rel: &str, out: &mut Collector<'_>) -> Result<Vec<u8>, SourceError> {
-    let io = |source| SourceError::Io { path: path.to_path_buf(), source };
+/// A regular file's bytes (at `path`, named `shown` in errors), its size admitted first
+/// (taken from the open file, so the size checked is the file's that is read).
+fn read_file(path: &Path, shown: &Path, rel: &str, out: &mut Collector<'_>) -> Result<Vec<u8>, SourceError> {
+    let io = |source| SourceError::Io { path: shown.to_path_buf(), source };
     let mut file = fs::File::open(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
     out.admit(rel, size)?;
@@ -86,8 +86,7 @@ fn read_link(root: &Path, path: &Path, rel: &str, in_unit: bool, out: &mut Colle
     }
     let meta = fs::metadata(&resolved).map_err(|_| escaping())?;
     if meta.is_file() && (in_unit || RepoFiles::is_manifest_path(rel)) {
-        out.admit(rel, meta.len())?;
-        let bytes = fs::read(&resolved).map_err(|source| SourceError::Io { path: path.to_path_buf(), source })?;
+        let bytes = read_file(&resolved, path, rel, out)?;
         out.add(rel.to_owned(), bytes);
     }
     Ok(())
