@@ -157,7 +157,7 @@ printf '%-10s %10s %10s %12s\n' render seconds "peak MiB" "vs plain"
 # its runs (Helm's, in the rows that start it). Each warm run first sets app000's
 # values file to a count not rendered before.
 python3 - "$runs" "$bin" "$work" "$clusters" "$tools/helm" <<'PY'
-import os, resource, shutil, statistics, subprocess, sys, time
+import os, shutil, statistics, subprocess, sys, time
 runs, bin, work, clusters, helm = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 cache = os.environ["FLOTILLA_SOURCE_CACHE"]
 bumped = [0]

@@ -97,14 +97,16 @@ pub fn load(files: &RepoFiles, parse: &mut ParseCache, limits: &Limits) -> anyho
     }
     // Writing the new outputs to the cache directory and removing the tools' scratch
     // copies is I/O the load does not wait for (a few milliseconds a render here).
+    let assembled = sources::assemble(files, &units, &charts, known);
     let loaded = std::thread::scope(|scope| {
-        scope.spawn(move || {
-            for (key, output, scratch) in leftovers {
-                write_cached(key, &output);
-                drop(scratch);
-            }
-        });
-        let assembled = sources::assemble(files, &units, &charts, known);
+        if !leftovers.is_empty() {
+            scope.spawn(move || {
+                for (key, output, scratch) in leftovers {
+                    write_cached(key, &output);
+                    drop(scratch);
+                }
+            });
+        }
         load_cached(&assembled, parse, limits)
     })?;
     if let Some(nested) = loaded.helm_charts.iter().find(|c| sources::is_output(&c.origin.file)) {

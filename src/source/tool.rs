@@ -124,7 +124,7 @@ pub fn run(
     let deadline = Instant::now() + TIME_LIMIT;
     // A tool's output ends when it exits: wait for that rather than poll, then for the
     // exit itself (polled, as one that closes its output may still hang).
-    let _ = output_ended.recv_timeout(TIME_LIMIT);
+    let _ = output_ended.recv_timeout(deadline.saturating_duration_since(Instant::now()));
     let status = loop {
         match child.try_wait().map_err(|e| e.to_string())? {
             Some(status) => break status,
